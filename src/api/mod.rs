@@ -1,0 +1,99 @@
+//! The API: router, authentication and scopes, CSRF and origin checks, routes.
+//!
+//! Order of checks for each request: find the route (unknown paths under `/api/` are 404
+//! once the caller is authenticated), authenticate (Bearer token, else the session cookie),
+//! method (405 with `Allow`), scope (403), CSRF and origin for cookie-authenticated
+//! state-changing requests (403), then the handler. Every non-2xx answer is JSON with an
+//! `error` message.
+
+pub mod audit;
+pub mod auth;
+pub mod metrics;
+mod pages;
+mod router;
+mod session_routes;
+pub mod sessions;
+mod status;
+
+use std::sync::{Arc, OnceLock};
+
+use jiff::Timestamp;
+
+use crate::clock::SharedClock;
+use crate::config::Config;
+use crate::http::ServerStats;
+use crate::store::Store;
+
+pub use router::ROUTES;
+
+/// Facts about this daemon process, fixed at start (binary hash filled in once computed).
+pub struct Runtime {
+    pub version: &'static str,
+    pub started_at: Timestamp,
+    pub started_mono: i64,
+    pub started_at_token: String,
+    pub binary_hash: OnceLock<String>,
+    pub pid: u32,
+}
+
+/// Everything the routes read. Built once by the daemon; handles only.
+pub struct App {
+    pub cfg: Arc<Config>,
+    pub clock: SharedClock,
+    pub store: Store,
+    pub tokens: auth::Tokens,
+    pub limiter: auth::FailureLimiter,
+    pub sessions: sessions::Sessions,
+    pub audit: audit::AuditLog,
+    pub metrics: metrics::HttpMetrics,
+    pub runtime: Runtime,
+    pub server: OnceLock<Arc<ServerStats>>,
+}
+
+impl App {
+    pub fn new(cfg: Arc<Config>, clock: SharedClock, store: Store) -> App {
+        let w = &cfg.webui;
+        let tokens = auth::Tokens::new(&cfg.effective_tokens(), &w.metrics_token);
+        let limiter = auth::FailureLimiter::new(w.limits.auth_failures_per_minute, clock.clone());
+        let sessions = sessions::Sessions::new(
+            store.clone(),
+            clock.clone(),
+            std::time::Duration::from_secs(w.session_idle_minutes * 60),
+            std::time::Duration::from_secs(w.session_max_hours * 3600),
+        );
+        let runtime = Runtime {
+            version: env!("CARGO_PKG_VERSION"),
+            started_at: clock.now(),
+            started_mono: clock.monotonic_nanos(),
+            started_at_token: sessions::random_hex(12),
+            binary_hash: OnceLock::new(),
+            pid: std::process::id(),
+        };
+        App {
+            audit: audit::AuditLog::new(store.clone()),
+            cfg,
+            clock,
+            store,
+            tokens,
+            limiter,
+            sessions,
+            metrics: metrics::HttpMetrics::default(),
+            runtime,
+            server: OnceLock::new(),
+        }
+    }
+
+    /// Seconds since start.
+    pub fn uptime_seconds(&self) -> u64 {
+        let ns = self
+            .clock
+            .monotonic_nanos()
+            .saturating_sub(self.runtime.started_mono);
+        (ns.max(0) / 1_000_000_000) as u64
+    }
+
+    /// The status snapshot, from memory only.
+    pub fn status_snapshot(&self) -> serde_json::Value {
+        status::snapshot(self)
+    }
+}

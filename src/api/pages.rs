@@ -1,0 +1,129 @@
+//! Browser pages: login form, login, logout, and the authenticated index page.
+
+use crate::config::Scope;
+use crate::http::{Request, Response};
+
+use super::audit::Entry;
+use super::auth::{Caller, Via};
+use super::sessions::COOKIE;
+use super::App;
+
+const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'";
+
+fn html(status: u16, body: String) -> Response {
+    Response::new(status, "text/html; charset=utf-8", body.into_bytes())
+        .with_header("Content-Security-Policy", CSP)
+        .with_header("X-Frame-Options", "DENY")
+        .with_header("Referrer-Policy", "no-referrer")
+}
+
+/// Escapes text for HTML element content and attribute values.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+pub fn login_form(_app: &App, _req: &Request, _c: &Caller) -> Response {
+    html(
+        200,
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>svc login</title></head>\n<body>\n<h1>svc</h1>\n<form method=\"post\" action=\"/login\">\n<label for=\"token\">Admin token</label>\n<input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" required>\n<button type=\"submit\">Log in</button>\n</form>\n</body></html>\n".to_string(),
+    )
+}
+
+fn session_cookie(value: &str, max_age: u64) -> String {
+    format!("{COOKIE}={value}; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age={max_age}")
+}
+
+fn clear_cookie() -> String {
+    format!("{COOKIE}=; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=0")
+}
+
+pub fn login(app: &App, req: &Request, _c: &Caller) -> Response {
+    let ip = req.remote.ip();
+    let audit = |actor: &str, outcome: &str| {
+        app.audit.record(Entry {
+            at: app.clock.now(),
+            actor,
+            via: "browser",
+            action: "login",
+            target: "",
+            outcome,
+            remote_ip: &ip.to_string(),
+        })
+    };
+    let Some(token) = req.form_field("token") else {
+        return Response::error(400, "form field token is required");
+    };
+    match app.tokens.lookup(token.trim()) {
+        Some((name, Scope::Admin)) => {
+            let ua = req.header("user-agent").unwrap_or("");
+            match app.sessions.create(&name, &ip.to_string(), ua) {
+                Ok((secret, _)) => {
+                    audit(&name, "ok");
+                    super::router::redirect("/").with_header(
+                        "Set-Cookie",
+                        session_cookie(&secret, app.sessions.max_age().as_secs()),
+                    )
+                }
+                Err(e) => {
+                    audit(&name, "error");
+                    Response::error(503, &format!("session could not be stored: {e}"))
+                }
+            }
+        }
+        Some((name, Scope::Read)) => {
+            audit(&name, "denied");
+            Response::error(403, "only admin tokens can log in to the web interface")
+        }
+        None => {
+            audit("unknown", "denied");
+            if app.limiter.record_failure(ip) {
+                return Response::error(
+                    429,
+                    "too many authentication failures from this address; try again later",
+                )
+                .with_header("Retry-After", "60");
+            }
+            Response::error(401, "invalid token")
+        }
+    }
+}
+
+pub fn logout(app: &App, req: &Request, c: &Caller) -> Response {
+    if let (Via::Browser, Some((id, _))) = (c.via, &c.session) {
+        if let Err(e) = app.sessions.revoke(id) {
+            return Response::error(503, &format!("session could not be revoked: {e}"));
+        }
+    }
+    let is_form = req.header("content-type").is_some_and(|ct| {
+        ct.to_ascii_lowercase()
+            .starts_with("application/x-www-form-urlencoded")
+    });
+    let resp = if is_form {
+        super::router::redirect("/login")
+    } else {
+        Response::json(200, &serde_json::json!({ "ok": true }))
+    };
+    resp.with_header("Set-Cookie", clear_cookie())
+}
+
+pub fn index(app: &App, _req: &Request, c: &Caller) -> Response {
+    let csrf = c.session.as_ref().map(|(_, t)| t.as_str()).unwrap_or("");
+    let body = format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<meta name=\"csrf-token\" content=\"{csrf}\">\n<title>svc</title></head>\n<body>\n<h1>svc {version}</h1>\n<p>Signed in as <strong>{name}</strong>.</p>\n<ul><li><a href=\"/api/v1/status\">Status (JSON)</a></li><li><a href=\"/api/v1/health\">Health (JSON)</a></li></ul>\n<form method=\"post\" action=\"/logout\"><input type=\"hidden\" name=\"csrf_token\" value=\"{csrf}\"><button type=\"submit\">Log out</button></form>\n</body></html>\n",
+        csrf = escape(csrf),
+        version = escape(app.runtime.version),
+        name = escape(&c.name),
+    );
+    html(200, body)
+}

@@ -1,0 +1,372 @@
+//! Route table and dispatch.
+
+use crate::config::Scope;
+use crate::http::{Handler, Request, Response};
+
+use super::audit::Entry;
+use super::auth::{Caller, Via};
+use super::{pages, session_routes, status, App};
+
+/// Who may call a route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// No credential needed (login form).
+    Public,
+    /// Browser page: without a credential, redirect to /login.
+    Page,
+    /// Any authenticated caller.
+    Authenticated,
+    Read,
+    Admin,
+    /// Read tokens, admin tokens, sessions, and the metrics token.
+    Metrics,
+}
+
+pub type HandlerFn = fn(&App, &Request, &Caller) -> Response;
+
+pub struct Route {
+    /// Exact path, or a prefix ending in `/*` that matches one more segment.
+    pub path: &'static str,
+    pub methods: &'static [(&'static str, HandlerFn)],
+    pub access: Access,
+    /// Audit action name for state-changing methods.
+    pub action: &'static str,
+}
+
+macro_rules! get {
+    ($path:expr, $access:expr, $f:expr) => {
+        Route {
+            path: $path,
+            methods: &[("GET", $f)],
+            access: $access,
+            action: "",
+        }
+    };
+}
+
+pub static ROUTES: &[Route] = &[
+    get!("/api/v1/status", Access::Read, status::status),
+    get!("/api/v1/capabilities", Access::Read, status::capabilities),
+    get!("/api/v1/health", Access::Read, status::health),
+    get!("/api/v1/components", Access::Read, status::components),
+    Route {
+        path: "/api/v1/sessions",
+        methods: &[
+            ("GET", session_routes::list),
+            ("DELETE", session_routes::revoke_all),
+        ],
+        access: Access::Admin,
+        action: "sessions.revoke_all",
+    },
+    Route {
+        path: "/api/v1/sessions/*",
+        methods: &[("DELETE", session_routes::revoke_one)],
+        access: Access::Admin,
+        action: "session.revoke",
+    },
+    get!("/metrics", Access::Metrics, status::metrics),
+    Route {
+        path: "/login",
+        methods: &[("GET", pages::login_form), ("POST", pages::login)],
+        access: Access::Public,
+        action: "login",
+    },
+    Route {
+        path: "/logout",
+        methods: &[("POST", pages::logout)],
+        access: Access::Authenticated,
+        action: "logout",
+    },
+    get!("/", Access::Page, pages::index),
+];
+
+fn find(path: &str) -> Option<&'static Route> {
+    ROUTES.iter().find(|r| match r.path.strip_suffix("/*") {
+        Some(prefix) => path
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .is_some_and(|seg| !seg.is_empty() && !seg.contains('/')),
+        None => r.path == path,
+    })
+}
+
+fn is_state_changing(method: &str) -> bool {
+    matches!(method, "POST" | "PUT" | "PATCH" | "DELETE")
+}
+
+enum Auth {
+    Ok(Caller),
+    /// A credential was presented and is wrong.
+    Bad(&'static str),
+    None,
+}
+
+fn bearer(req: &Request) -> Option<&str> {
+    let h = req.header("authorization")?;
+    let (scheme, rest) = h.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+}
+
+fn authenticate(app: &App, req: &Request, metrics_route: bool) -> Auth {
+    if let Some(tok) = bearer(req) {
+        if let Some((name, scope)) = app.tokens.lookup(tok) {
+            return Auth::Ok(Caller {
+                name,
+                scope: Some(scope),
+                via: Via::Token,
+                session: None,
+            });
+        }
+        if app.tokens.is_metrics(tok) {
+            if metrics_route {
+                return Auth::Ok(Caller {
+                    name: "metrics".into(),
+                    scope: None,
+                    via: Via::Metrics,
+                    session: None,
+                });
+            }
+            // A known credential that is not valid here: refused without counting a failure.
+            return Auth::None;
+        }
+        return Auth::Bad("invalid token");
+    }
+    if req.header("authorization").is_some() {
+        return Auth::Bad("unsupported Authorization scheme; use Bearer");
+    }
+    if let Some(secret) = req.cookie(super::sessions::COOKIE) {
+        if let Some(s) = app.sessions.authenticate(secret) {
+            return Auth::Ok(Caller {
+                name: s.name,
+                scope: Some(Scope::Admin),
+                via: Via::Browser,
+                session: Some((s.id, s.csrf)),
+            });
+        }
+    }
+    Auth::None
+}
+
+/// Same-origin check for cookie-authenticated writes: `Origin` (when sent) must be this
+/// server, and `Sec-Fetch-Site` must not say cross-site.
+pub(super) fn origin_ok(req: &Request) -> bool {
+    if let Some(site) = req.header("sec-fetch-site") {
+        if site.eq_ignore_ascii_case("cross-site") || site.eq_ignore_ascii_case("same-site") {
+            return false;
+        }
+    }
+    match req.header("origin") {
+        None => true,
+        Some(origin) => match req.header("host") {
+            Some(host) => origin.eq_ignore_ascii_case(&format!("https://{host}")),
+            None => false,
+        },
+    }
+}
+
+fn csrf_ok(req: &Request, expected: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    let presented = match req.header("x-csrf-token") {
+        Some(h) => h.to_string(),
+        None => match req.form_field("csrf_token") {
+            Some(f) => f,
+            None => return false,
+        },
+    };
+    presented.len() == expected.len() && bool::from(presented.as_bytes().ct_eq(expected.as_bytes()))
+}
+
+impl App {
+    fn dispatch(&self, req: &Request) -> (&'static str, Response, Option<Caller>) {
+        let route = find(&req.path);
+        let label = route.map(|r| r.path).unwrap_or("unmatched");
+        let access = route.map(|r| r.access);
+        let auth = authenticate(self, req, access == Some(Access::Metrics));
+        let ip = req.remote.ip();
+        let caller = match auth {
+            Auth::Ok(c) => c,
+            Auth::Bad(msg) => {
+                let limited = self.limiter.record_failure(ip);
+                log::warn!("authentication failure from {ip} on {}", req.path);
+                if limited {
+                    return (label, too_many(), None);
+                }
+                return (
+                    label,
+                    Response::error(401, msg).with_header("WWW-Authenticate", "Bearer"),
+                    None,
+                );
+            }
+            Auth::None => Caller::anonymous(),
+        };
+        let Some(route) = route else {
+            if caller.via == Via::Anonymous {
+                return (label, unauthorized(), None);
+            }
+            return (
+                label,
+                Response::error(404, &format!("no such route: {}", req.path)),
+                Some(caller),
+            );
+        };
+        let anonymous = caller.via == Via::Anonymous;
+        match route.access {
+            Access::Public => {}
+            Access::Page if anonymous => {
+                return (label, redirect("/login"), None);
+            }
+            _ if anonymous => return (label, unauthorized(), None),
+            _ => {}
+        }
+        if caller.via == Via::Metrics && route.access != Access::Metrics {
+            return (label, unauthorized(), None);
+        }
+        let Some(&(_, handler)) = route.methods.iter().find(|(m, _)| *m == req.method) else {
+            let allow: Vec<&str> = route.methods.iter().map(|(m, _)| *m).collect();
+            return (
+                label,
+                Response::error(
+                    405,
+                    &format!(
+                        "method {} not allowed; allowed: {}",
+                        req.method,
+                        allow.join(", ")
+                    ),
+                )
+                .with_header("Allow", allow.join(", ")),
+                Some(caller),
+            );
+        };
+        let needed = match route.access {
+            Access::Admin => Some(Scope::Admin),
+            Access::Read => Some(Scope::Read),
+            _ => None,
+        };
+        if let Some(needed) = needed {
+            if caller.scope.is_none_or(|s| s < needed) {
+                return (
+                    label,
+                    Response::error(403, "this route needs an admin token"),
+                    Some(caller),
+                );
+            }
+        }
+        let writes = is_state_changing(&req.method);
+        if writes && caller.via == Via::Browser {
+            if !origin_ok(req) {
+                return (
+                    label,
+                    Response::error(403, "cross-origin request refused"),
+                    Some(caller),
+                );
+            }
+            let expected = caller
+                .session
+                .as_ref()
+                .map(|(_, c)| c.as_str())
+                .unwrap_or("");
+            if !csrf_ok(req, expected) {
+                return (
+                    label,
+                    Response::error(403, "missing or invalid CSRF token"),
+                    Some(caller),
+                );
+            }
+        }
+        if writes && route.access == Access::Public && !origin_ok(req) {
+            return (
+                label,
+                Response::error(403, "cross-origin request refused"),
+                None,
+            );
+        }
+        if route.access == Access::Public
+            && writes
+            && self.limiter.is_limited(ip)
+            && bearer(req).is_none()
+        {
+            // Login attempts from a limited address are refused before checking.
+            return (label, too_many(), None);
+        }
+        let resp = handler(self, req, &caller);
+        (label, resp, Some(caller))
+    }
+}
+
+fn unauthorized() -> Response {
+    Response::error(401, "authentication required").with_header("WWW-Authenticate", "Bearer")
+}
+
+fn too_many() -> Response {
+    Response::error(
+        429,
+        "too many authentication failures from this address; try again later",
+    )
+    .with_header("Retry-After", "60")
+}
+
+/// A 303 redirect; its body is JSON like every other non-2xx answer.
+pub(super) fn redirect(to: &str) -> Response {
+    Response::json(
+        303,
+        &serde_json::json!({ "error": format!("see {to}"), "location": to }),
+    )
+    .with_header("Location", to)
+}
+
+impl Handler for App {
+    fn handle(&self, req: &Request) -> Response {
+        let (label, resp, caller) = self.dispatch(req);
+        self.metrics.count(label, resp.status);
+        if is_state_changing(&req.method) {
+            if let Some(route) = find(&req.path) {
+                if !route.action.is_empty() && route.access != Access::Public {
+                    let c = caller.unwrap_or_else(Caller::anonymous);
+                    let outcome = match resp.status {
+                        200..=299 => "ok",
+                        401 | 403 | 429 => "denied",
+                        404 => "not_found",
+                        _ => "error",
+                    };
+                    let target = req
+                        .path
+                        .rsplit('/')
+                        .next()
+                        .filter(|_| route.path.ends_with("/*"))
+                        .unwrap_or("");
+                    self.audit.record(Entry {
+                        at: self.clock.now(),
+                        actor: &c.name,
+                        via: c.via.as_str(),
+                        action: route.action,
+                        target,
+                        outcome,
+                        remote_ip: &req.remote.ip().to_string(),
+                    });
+                }
+            }
+        }
+        resp
+    }
+
+    fn on_refused(&self, status: u16) {
+        self.metrics.count("refused", status);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_patterns_match_one_segment() {
+        assert_eq!(find("/api/v1/sessions").unwrap().path, "/api/v1/sessions");
+        assert_eq!(
+            find("/api/v1/sessions/abc").unwrap().path,
+            "/api/v1/sessions/*"
+        );
+        assert!(find("/api/v1/sessions/").is_none());
+        assert!(find("/api/v1/sessions/a/b").is_none());
+        assert!(find("/api/v1/nope").is_none());
+    }
+}

@@ -1,0 +1,361 @@
+//! Browser sessions: opaque cookie ids, CSRF tokens, idle and absolute deadlines.
+//!
+//! The cookie carries a random secret; memory and the store keep only its SHA-256
+//! verifier. A separate random public id names the session in listings and revocation.
+//! Revocation commits to the store before the session stops working in memory, so
+//! `{ok: true}` always means the revocation is durable. A daemon restart ends all sessions.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use parking_lot::Mutex;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::clock::SharedClock;
+use crate::store::{Store, StoreError};
+
+/// Name of the session cookie.
+pub const COOKIE: &str = "svc_auth";
+
+#[derive(Clone, Debug)]
+struct Session {
+    id: String,
+    csrf: String,
+    name: String,
+    created: Timestamp,
+    last_seen: Timestamp,
+    last_persisted: Timestamp,
+    remote_ip: String,
+    user_agent: String,
+}
+
+/// One row of `GET /api/v1/sessions`.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionView {
+    pub id: String,
+    pub name: String,
+    #[serde(serialize_with = "crate::timefmt::ser")]
+    pub created: Timestamp,
+    #[serde(serialize_with = "crate::timefmt::ser")]
+    pub last_seen: Timestamp,
+    #[serde(serialize_with = "crate::timefmt::ser")]
+    pub expires: Timestamp,
+    pub remote_ip: String,
+    pub user_agent: String,
+    pub current: bool,
+}
+
+/// A session that authenticated a request.
+#[derive(Debug, Clone)]
+pub struct Authenticated {
+    pub id: String,
+    pub name: String,
+    pub csrf: String,
+}
+
+pub struct Sessions {
+    by_verifier: Mutex<HashMap<String, Session>>,
+    store: Store,
+    clock: SharedClock,
+    idle: Duration,
+    max: Duration,
+}
+
+/// Random hex of `bytes` bytes from the OS.
+pub fn random_hex(bytes: usize) -> String {
+    let mut b = vec![0u8; bytes];
+    if getrandom::getrandom(&mut b).is_err() {
+        // getrandom failing means the OS cannot give randomness; refuse to continue quietly.
+        panic!("operating system random source unavailable");
+    }
+    hex::encode(b)
+}
+
+fn verifier(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+fn micros(t: Timestamp) -> i64 {
+    t.as_microsecond()
+}
+
+const MAX_USER_AGENT: usize = 256;
+/// Sessions kept at most; creating more ends the least recently used.
+const MAX_SESSIONS: usize = 1024;
+
+impl Sessions {
+    pub fn new(store: Store, clock: SharedClock, idle: Duration, max: Duration) -> Sessions {
+        Sessions {
+            by_verifier: Mutex::new(HashMap::new()),
+            store,
+            clock,
+            idle,
+            max,
+        }
+    }
+
+    /// Ends every stored session (called at startup: a restart ends all sessions).
+    pub fn end_all_stored(store: &Store) -> Result<usize, StoreError> {
+        store.write(|c| c.execute("DELETE FROM sessions", []))
+    }
+
+    fn expires(&self, s: &Session) -> Timestamp {
+        let idle_end = crate::clock::add(s.last_seen, self.idle);
+        let abs_end = crate::clock::add(s.created, self.max);
+        idle_end.min(abs_end)
+    }
+
+    /// Creates a session for `name`; returns the cookie secret. The row is committed first.
+    pub fn create(
+        &self,
+        name: &str,
+        remote_ip: &str,
+        user_agent: &str,
+    ) -> Result<(String, Authenticated), StoreError> {
+        let secret = random_hex(32);
+        let now = self.clock.now();
+        let ua: String = user_agent
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(MAX_USER_AGENT)
+            .collect();
+        let s = Session {
+            id: random_hex(16),
+            csrf: random_hex(32),
+            name: name.to_string(),
+            created: now,
+            last_seen: now,
+            last_persisted: now,
+            remote_ip: remote_ip.to_string(),
+            user_agent: ua,
+        };
+        let v = verifier(&secret);
+        let row = s.clone();
+        let expires = micros(self.expires(&s));
+        let vv = v.clone();
+        self.store.write(move |c| {
+            c.execute(
+                "INSERT INTO sessions(id, verifier, name, created, last_seen, expires, remote_ip, user_agent) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
+                rusqlite::params![row.id, vv, row.name, micros(row.created), micros(row.last_seen), expires, row.remote_ip, row.user_agent],
+            )
+            .map(|_| ())
+        })?;
+        let auth = Authenticated {
+            id: s.id.clone(),
+            name: s.name.clone(),
+            csrf: s.csrf.clone(),
+        };
+        let mut map = self.by_verifier.lock();
+        if map.len() >= MAX_SESSIONS {
+            if let Some(oldest) = map
+                .iter()
+                .min_by_key(|(_, s)| s.last_seen)
+                .map(|(k, _)| k.clone())
+            {
+                if let Some(old) = map.remove(&oldest) {
+                    self.forget_in_store(old.id);
+                }
+            }
+        }
+        map.insert(v, s);
+        Ok((secret, auth))
+    }
+
+    fn forget_in_store(&self, id: String) {
+        let _ = self.store.write_detached(move |c| {
+            c.execute("DELETE FROM sessions WHERE id = ?1", [id])
+                .map(|_| ())
+        });
+    }
+
+    /// Looks up a cookie secret; refreshes last_seen. Expired sessions end here.
+    pub fn authenticate(&self, secret: &str) -> Option<Authenticated> {
+        if secret.len() != 64 {
+            return None;
+        }
+        let v = verifier(secret);
+        let now = self.clock.now();
+        let mut map = self.by_verifier.lock();
+        let s = map.get_mut(&v)?;
+        let idle_end = crate::clock::add(s.last_seen, self.idle);
+        let abs_end = crate::clock::add(s.created, self.max);
+        if now >= idle_end || now >= abs_end {
+            let id = s.id.clone();
+            map.remove(&v);
+            drop(map);
+            self.forget_in_store(id);
+            return None;
+        }
+        s.last_seen = now;
+        if now.as_second() - s.last_persisted.as_second() >= 60 {
+            s.last_persisted = now;
+            let (id, seen) = (s.id.clone(), micros(now));
+            let exp = micros(crate::clock::add(now, self.idle).min(abs_end));
+            let _ = self.store.write_detached(move |c| {
+                c.execute(
+                    "UPDATE sessions SET last_seen = ?2, expires = ?3 WHERE id = ?1",
+                    rusqlite::params![id, seen, exp],
+                )
+                .map(|_| ())
+            });
+        }
+        Some(Authenticated {
+            id: s.id.clone(),
+            name: s.name.clone(),
+            csrf: s.csrf.clone(),
+        })
+    }
+
+    /// Live sessions, newest first; `current` marks the caller's.
+    pub fn list(&self, current_id: Option<&str>) -> Vec<SessionView> {
+        let now = self.clock.now();
+        let map = self.by_verifier.lock();
+        let mut out: Vec<SessionView> = map
+            .values()
+            .filter(|s| self.expires(s) > now)
+            .map(|s| SessionView {
+                id: s.id.clone(),
+                name: s.name.clone(),
+                created: s.created,
+                last_seen: s.last_seen,
+                expires: self.expires(s),
+                remote_ip: s.remote_ip.clone(),
+                user_agent: s.user_agent.clone(),
+                current: Some(s.id.as_str()) == current_id,
+            })
+            .collect();
+        out.sort_by(|a, b| b.created.cmp(&a.created).then(a.id.cmp(&b.id)));
+        out
+    }
+
+    /// Revokes one session by public id. `Ok(false)` when unknown. Memory changes only
+    /// after the store committed.
+    pub fn revoke(&self, id: &str) -> Result<bool, StoreError> {
+        let valid = id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit());
+        if !valid {
+            return Ok(false);
+        }
+        let known = self.by_verifier.lock().values().any(|s| s.id == id);
+        if !known {
+            return Ok(false);
+        }
+        let idc = id.to_string();
+        self.store.write(move |c| {
+            c.execute("DELETE FROM sessions WHERE id = ?1", [idc])
+                .map(|_| ())
+        })?;
+        self.by_verifier.lock().retain(|_, s| s.id != id);
+        Ok(true)
+    }
+
+    /// Revokes every session, the caller's too.
+    pub fn revoke_all(&self) -> Result<usize, StoreError> {
+        self.store
+            .write(|c| c.execute("DELETE FROM sessions", []))?;
+        let mut map = self.by_verifier.lock();
+        let n = map.len();
+        map.clear();
+        Ok(n)
+    }
+
+    pub fn count(&self) -> usize {
+        self.by_verifier.lock().len()
+    }
+
+    pub fn max_age(&self) -> Duration {
+        self.max
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{Clock, ManualClock};
+
+    fn setup(
+        tag: &str,
+    ) -> (
+        Sessions,
+        std::sync::Arc<ManualClock>,
+        Store,
+        std::path::PathBuf,
+    ) {
+        let dir = std::env::temp_dir().join(format!("svc-sess-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open(&dir.join("svc.db")).unwrap();
+        let clock = ManualClock::at_epoch_2026();
+        let s = Sessions::new(
+            store.clone(),
+            clock.clone(),
+            Duration::from_secs(30 * 60),
+            Duration::from_secs(12 * 3600),
+        );
+        (s, clock, store, dir)
+    }
+
+    fn rows(store: &Store) -> i64 {
+        store
+            .read(|c| c.query_row("SELECT count(*) FROM sessions", [], |r| r.get(0)))
+            .unwrap()
+    }
+
+    #[test]
+    fn idle_deadline_ends_session() {
+        let (s, clock, store, dir) = setup("idle");
+        let (secret, _) = s.create("admin", "127.0.0.1", "ua").unwrap();
+        assert_eq!(rows(&store), 1);
+        clock.advance_secs(29 * 60);
+        assert!(
+            s.authenticate(&secret).is_some(),
+            "activity within idle window"
+        );
+        clock.advance_secs(29 * 60);
+        assert!(
+            s.authenticate(&secret).is_some(),
+            "idle window slides with activity"
+        );
+        clock.advance_secs(31 * 60);
+        assert!(s.authenticate(&secret).is_none(), "idle deadline passed");
+        store.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn absolute_deadline_ends_active_session() {
+        let (s, clock, store, dir) = setup("abs");
+        let (secret, _) = s.create("admin", "127.0.0.1", "ua").unwrap();
+        for _ in 0..(12 * 3) {
+            clock.advance_secs(20 * 60);
+            if s.authenticate(&secret).is_none() {
+                // Ends exactly when 12 hours have passed.
+                assert!(clock.now().as_second() - 1_767_225_600 >= 12 * 3600);
+                store.close();
+                std::fs::remove_dir_all(dir).unwrap();
+                return;
+            }
+        }
+        panic!("absolute deadline never ended the session");
+    }
+
+    #[test]
+    fn revoke_is_durable_and_unknown_ids_are_false() {
+        let (s, _clock, store, dir) = setup("revoke");
+        let (secret, a) = s.create("admin", "127.0.0.1", "ua").unwrap();
+        let (secret2, _) = s.create("admin", "127.0.0.1", "ua").unwrap();
+        assert_eq!(s.list(Some(&a.id)).iter().filter(|v| v.current).count(), 1);
+        assert!(!s.revoke("nope").unwrap());
+        assert!(!s.revoke(&"0".repeat(32)).unwrap());
+        assert!(s.revoke(&a.id).unwrap());
+        assert!(s.authenticate(&secret).is_none());
+        assert_eq!(rows(&store), 1);
+        assert_eq!(s.revoke_all().unwrap(), 1);
+        assert!(s.authenticate(&secret2).is_none());
+        assert_eq!(rows(&store), 0);
+        store.close();
+        assert!(s.revoke_all().is_err(), "store failure is an error, not ok");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,219 @@
+//! Status, capabilities, health, components and metrics. All read memory only.
+
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+use serde_json::{json, Map, Value};
+
+use crate::http::{Request, Response};
+use crate::timefmt::rfc3339;
+
+use super::auth::Caller;
+use super::metrics::{gauge, label};
+use super::App;
+
+/// Feature identifiers this build supports (only what works).
+pub fn capabilities_list(_app: &App) -> Vec<&'static str> {
+    vec!["confd.dropins.v1"]
+}
+
+/// Overall daemon state and posture from in-memory health.
+fn daemon_state(app: &App) -> (&'static str, &'static str, Vec<String>) {
+    let mut faults = Vec::new();
+    if !app.store.health().ok {
+        faults.push("store: last write batch failed".to_string());
+    }
+    if faults.is_empty() {
+        ("ok", "healthy", faults)
+    } else {
+        ("degraded", "warning", faults)
+    }
+}
+
+pub fn snapshot(app: &App) -> Value {
+    let (state, posture, faults) = daemon_state(app);
+    let mut m = Map::new();
+    m.insert("version".into(), json!(app.runtime.version));
+    m.insert("status".into(), json!(state));
+    m.insert("uptime_seconds".into(), json!(app.uptime_seconds()));
+    m.insert("started_at".into(), json!(rfc3339(app.runtime.started_at)));
+    m.insert(
+        "started_at_token".into(),
+        json!(app.runtime.started_at_token),
+    );
+    m.insert("pid".into(), json!(app.runtime.pid));
+    m.insert("capabilities".into(), json!(capabilities_list(app)));
+    m.insert("config_hash".into(), json!(app.cfg.hash));
+    if let Some(h) = app.runtime.binary_hash.get() {
+        m.insert("binary_hash".into(), json!(h));
+    }
+    m.insert("store".into(), json!(app.store.health()));
+    m.insert("security_posture".into(), json!(posture));
+    m.insert("faults".into(), json!(faults));
+    m.insert(
+        "severity_counts".into(),
+        json!({ "critical": 0, "high": 0, "warning": 0 }),
+    );
+    m.insert(
+        "incidents_open_by_severity".into(),
+        json!({ "critical": 0, "high": 0, "warning": 0 }),
+    );
+    m.insert("blocklist_size".into(), json!(0));
+    m.insert("watchers".into(), json!({}));
+    m.insert("sessions_active".into(), json!(app.sessions.count()));
+    m.insert("queues".into(), json!({}));
+    Value::Object(m)
+}
+
+pub fn status(app: &App, _req: &Request, _c: &Caller) -> Response {
+    Response::json(200, &snapshot(app))
+}
+
+pub fn capabilities(app: &App, _req: &Request, _c: &Caller) -> Response {
+    let caps = capabilities_list(app);
+    Response::json(
+        200,
+        &json!({ "items": caps, "total": caps.len(), "capabilities": caps }),
+    )
+}
+
+pub fn health(app: &App, _req: &Request, _c: &Caller) -> Response {
+    let (state, _, faults) = daemon_state(app);
+    let server = app.server.get();
+    Response::json(
+        200,
+        &json!({
+            "status": state,
+            "faults": faults,
+            "store": app.store.health(),
+            "http": {
+                "open_connections": server.map(|s| s.open_connections.load(Ordering::Relaxed)).unwrap_or(0),
+                "sse_streams": server.map(|s| s.sse_streams.load(Ordering::Relaxed)).unwrap_or(0),
+            },
+            "watchers": {},
+            "engines": {},
+        }),
+    )
+}
+
+pub fn components(app: &App, _req: &Request, _c: &Caller) -> Response {
+    let store = app.store.health();
+    let items = vec![
+        json!({ "name": "http", "kind": "server", "state": "running", "attached": true,
+                "listen": app.cfg.webui.listen.to_string() }),
+        json!({ "name": "store", "kind": "store", "state": if store.ok { "ok" } else { "failing" }, "attached": true,
+                "events_total": store.writes_ok + store.writes_failed }),
+        json!({ "name": "control_socket", "kind": "control", "state": "running", "attached": true,
+                "path": app.cfg.socket_path().display().to_string() }),
+    ];
+    Response::json(200, &json!({ "items": items, "total": items.len() }))
+}
+
+pub fn metrics(app: &App, _req: &Request, _c: &Caller) -> Response {
+    let mut out = String::with_capacity(4096);
+    let _ = writeln!(
+        out,
+        "# HELP svc_build_info Build information.\n# TYPE svc_build_info gauge\nsvc_build_info{{version=\"{}\"}} 1",
+        label(app.runtime.version)
+    );
+    gauge(
+        &mut out,
+        "svc_uptime_seconds",
+        "gauge",
+        "Seconds since the daemon started.",
+        app.uptime_seconds(),
+    );
+    let _ = writeln!(out, "# HELP svc_http_requests_total HTTP requests by route and status.\n# TYPE svc_http_requests_total counter");
+    for ((route, status), n) in app.metrics.snapshot() {
+        let _ = writeln!(
+            out,
+            "svc_http_requests_total{{route=\"{}\",status=\"{status}\"}} {n}",
+            label(route)
+        );
+    }
+    gauge(
+        &mut out,
+        "svc_auth_failures_total",
+        "counter",
+        "Failed authentications (invalid tokens and login attempts).",
+        app.limiter.failures_total.load(Ordering::Relaxed),
+    );
+    gauge(
+        &mut out,
+        "svc_auth_rate_limited_total",
+        "counter",
+        "Requests refused with 429 after repeated authentication failures.",
+        app.limiter.limited_total.load(Ordering::Relaxed),
+    );
+    if let Some(s) = app.server.get() {
+        gauge(
+            &mut out,
+            "svc_http_open_connections",
+            "gauge",
+            "Open HTTPS connections.",
+            s.open_connections.load(Ordering::Relaxed),
+        );
+        gauge(
+            &mut out,
+            "svc_http_sse_streams",
+            "gauge",
+            "Open event streams.",
+            s.sse_streams.load(Ordering::Relaxed),
+        );
+        gauge(
+            &mut out,
+            "svc_http_refused_connections_total",
+            "counter",
+            "Connections refused over the limit.",
+            s.refused_connections.load(Ordering::Relaxed),
+        );
+        gauge(
+            &mut out,
+            "svc_http_handshake_failures_total",
+            "counter",
+            "Failed or timed-out TLS handshakes.",
+            s.handshake_failures.load(Ordering::Relaxed),
+        );
+    }
+    let st = app.store.health();
+    gauge(
+        &mut out,
+        "svc_store_writes_total",
+        "counter",
+        "Committed store writes.",
+        st.writes_ok,
+    );
+    gauge(
+        &mut out,
+        "svc_store_write_failures_total",
+        "counter",
+        "Failed store writes.",
+        st.writes_failed,
+    );
+    gauge(
+        &mut out,
+        "svc_store_writes_refused_total",
+        "counter",
+        "Store writes refused because the writer queue was full.",
+        st.writes_refused,
+    );
+    gauge(
+        &mut out,
+        "svc_audit_dropped_total",
+        "counter",
+        "Audit records that could not be queued.",
+        app.audit.dropped.load(Ordering::Relaxed),
+    );
+    gauge(
+        &mut out,
+        "svc_sessions_active",
+        "gauge",
+        "Active browser sessions.",
+        app.sessions.count(),
+    );
+    Response::new(
+        200,
+        "text/plain; version=0.0.4; charset=utf-8",
+        out.into_bytes(),
+    )
+}

@@ -1,0 +1,221 @@
+//! Command line: subcommands and their flags, each defined once (usage and parsing).
+
+pub mod status;
+pub mod validate;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// A subcommand: name, one-line summary, flag lines for its help.
+pub struct Subcommand {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub flags: &'static [(&'static str, &'static str)],
+}
+
+const CONFIG_FLAG: (&str, &str) = (
+    "-c, --config FILE",
+    "main configuration file (default /etc/svc/svc.toml; drop-ins in conf.d/ beside it)",
+);
+const HELP_FLAG: (&str, &str) = ("-h, --help", "print this help");
+
+pub static SUBCOMMANDS: &[Subcommand] = &[
+    Subcommand {
+        name: "daemon",
+        summary: "run the daemon in the foreground until SIGTERM or SIGINT",
+        flags: &[
+            CONFIG_FLAG,
+            (
+                "--dev",
+                "embedded default: state in ./.svc-dev, HTTPS on 127.0.0.1:9443, generated tokens",
+            ),
+            HELP_FLAG,
+        ],
+    },
+    Subcommand {
+        name: "validate",
+        summary: "check the configuration; one line per error, naming the key",
+        flags: &[CONFIG_FLAG, HELP_FLAG],
+    },
+    Subcommand {
+        name: "status",
+        summary: "ask the running daemon for its status over the control socket",
+        flags: &[
+            (
+                "--json",
+                "print {\"snapshot\": ...}: the object GET /api/v1/status returns",
+            ),
+            CONFIG_FLAG,
+            (
+                "--dev",
+                "talk to a daemon started with --dev in this directory",
+            ),
+            HELP_FLAG,
+        ],
+    },
+    Subcommand {
+        name: "version",
+        summary: "print the version",
+        flags: &[HELP_FLAG],
+    },
+];
+
+pub fn usage() -> String {
+    let mut s = format!(
+        "svc {} — host security daemon\n\nUsage: svc <command> [options]\n\nCommands:\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    for c in SUBCOMMANDS {
+        s.push_str(&format!("  {:<10} {}\n", c.name, c.summary));
+    }
+    s.push_str("\nRun `svc <command> --help` for a command's options.\n");
+    s
+}
+
+pub fn sub_usage(c: &Subcommand) -> String {
+    let mut s = format!(
+        "svc {} — {}\n\nUsage: svc {} [options]\n\nOptions:\n",
+        c.name, c.summary, c.name
+    );
+    for (flag, help) in c.flags {
+        s.push_str(&format!("  {flag:<20} {help}\n"));
+    }
+    s
+}
+
+/// Parsed options shared by subcommands.
+#[derive(Debug, Default)]
+pub struct Flags {
+    pub config: Option<PathBuf>,
+    pub dev: bool,
+    pub json: bool,
+    pub help: bool,
+}
+
+/// A usage error: message for stderr, exit 2.
+pub struct UsageError(pub String);
+
+fn allows(c: &Subcommand, flag: &str) -> bool {
+    c.flags
+        .iter()
+        .any(|(f, _)| f.split(", ").any(|p| p.split(' ').next() == Some(flag)))
+}
+
+/// Parses the flags of subcommand `c`.
+pub fn parse_flags(c: &Subcommand, args: Vec<OsString>) -> Result<Flags, UsageError> {
+    use lexopt::prelude::*;
+    let mut p = lexopt::Parser::from_args(args);
+    let mut f = Flags::default();
+    let bad = |e: lexopt::Error| UsageError(format!("svc {}: {e}", c.name));
+    while let Some(arg) = p.next().map_err(bad)? {
+        let name = match &arg {
+            Short(ch) => format!("-{ch}"),
+            Long(l) => format!("--{l}"),
+            Value(v) => {
+                return Err(UsageError(format!(
+                    "svc {}: unexpected argument {:?}",
+                    c.name, v
+                )))
+            }
+        };
+        if !allows(c, &name) {
+            return Err(UsageError(format!("svc {}: unknown option {name}", c.name)));
+        }
+        match arg {
+            Short('c') | Long("config") => f.config = Some(PathBuf::from(p.value().map_err(bad)?)),
+            Long("dev") => f.dev = true,
+            Long("json") => f.json = true,
+            Short('h') | Long("help") => f.help = true,
+            _ => return Err(UsageError(format!("svc {}: unknown option {name}", c.name))),
+        }
+    }
+    if f.dev && f.config.is_some() {
+        return Err(UsageError(format!(
+            "svc {}: --dev and --config cannot be combined",
+            c.name
+        )));
+    }
+    Ok(f)
+}
+
+/// Runs the command line; returns the exit code.
+pub fn main(args: Vec<OsString>) -> i32 {
+    let mut args = args.into_iter().skip(1);
+    let Some(first) = args.next() else {
+        eprint!("{}", usage());
+        return 2;
+    };
+    let first = first.to_string_lossy().into_owned();
+    match first.as_str() {
+        "-h" | "--help" | "help" => {
+            print!("{}", usage());
+            return 0;
+        }
+        "-V" | "--version" => {
+            println!("svc {}", env!("CARGO_PKG_VERSION"));
+            return 0;
+        }
+        _ => {}
+    }
+    let Some(cmd) = SUBCOMMANDS.iter().find(|c| c.name == first) else {
+        eprintln!("svc: unknown command {first:?}\n");
+        eprint!("{}", usage());
+        return 2;
+    };
+    let flags = match parse_flags(cmd, args.collect()) {
+        Ok(f) => f,
+        Err(UsageError(msg)) => {
+            eprintln!("{msg}\n");
+            eprint!("{}", sub_usage(cmd));
+            return 2;
+        }
+    };
+    if flags.help {
+        print!("{}", sub_usage(cmd));
+        return 0;
+    }
+    match cmd.name {
+        "daemon" => {
+            init_logging();
+            match crate::daemon::run(crate::daemon::Options {
+                config: flags.config,
+                dev: flags.dev,
+            }) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("svc daemon: {e}");
+                    1
+                }
+            }
+        }
+        "validate" => validate::run(&flags),
+        "status" => status::run(&flags),
+        "version" => {
+            println!("svc {}", env!("CARGO_PKG_VERSION"));
+            0
+        }
+        _ => 2,
+    }
+}
+
+fn init_logging() {
+    let env = env_logger::Env::default().filter_or("SVC_LOG", "info");
+    let _ = env_logger::Builder::from_env(env)
+        .target(env_logger::Target::Stderr)
+        .try_init();
+}
+
+/// Writes to stdout; a closed pipe (`svc status | head`) is not an error.
+pub fn out(text: &str) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(text.as_bytes()).and_then(|_| o.flush());
+}
+
+/// The configuration path a command uses.
+pub fn config_path(flags: &Flags) -> PathBuf {
+    flags
+        .config
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(crate::config::DEFAULT_PATH))
+}

@@ -1,0 +1,123 @@
+//! `svc status`: asks the running daemon over its control socket.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::Flags;
+
+/// The state directory a CLI command talks to.
+pub fn state_path(flags: &Flags) -> Result<PathBuf, String> {
+    if flags.dev {
+        return Ok(crate::daemon::dev::state_dir());
+    }
+    let path = super::config_path(flags);
+    crate::config::load(&path)
+        .map(|c| c.state_path)
+        .map_err(|errs| {
+            let lines: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+            format!("invalid configuration:\n{}", lines.join("\n"))
+        })
+}
+
+/// Sends one command to the daemon; prints a clear message and returns Err(1) on failure.
+pub fn ask(flags: &Flags, command: &str, args: Value, timeout: Duration) -> Result<Value, i32> {
+    let state = state_path(flags).map_err(|e| {
+        eprintln!("svc {command}: {e}");
+        1
+    })?;
+    let sock = state.join("svc.sock");
+    match crate::daemon::control::request(&sock, command, args, timeout) {
+        Ok(v) => {
+            if let Some(e) = v.get("error").and_then(Value::as_str) {
+                eprintln!("svc {command}: daemon answered: {e}");
+                return Err(1);
+            }
+            Ok(v)
+        }
+        Err(e) => {
+            eprintln!(
+                "svc {command}: the daemon is not running (cannot reach {}: {e})",
+                sock.display()
+            );
+            Err(1)
+        }
+    }
+}
+
+pub fn run(flags: &Flags) -> i32 {
+    let answer = match ask(
+        flags,
+        "status",
+        serde_json::json!({}),
+        Duration::from_secs(5),
+    ) {
+        Ok(v) => v,
+        Err(code) => return code,
+    };
+    let text = if flags.json {
+        format!(
+            "{}\n",
+            serde_json::to_string_pretty(&answer).unwrap_or_default()
+        )
+    } else {
+        human(&answer["snapshot"])
+    };
+    super::out(&text);
+    0
+}
+
+/// Human summary of a status snapshot.
+pub fn human(s: &Value) -> String {
+    let str_of = |v: &Value| v.as_str().unwrap_or("?").to_string();
+    let mut out = format!(
+        "svc {} running (pid {}), up {}s, status {}, security posture {}\n",
+        str_of(&s["version"]),
+        s["pid"],
+        s["uptime_seconds"],
+        str_of(&s["status"]),
+        str_of(&s["security_posture"]),
+    );
+    let store = &s["store"];
+    out.push_str(&format!(
+        "store: {} ({} writes, {} failed)\n",
+        if store["ok"].as_bool() == Some(true) {
+            "ok"
+        } else {
+            "FAILING"
+        },
+        store["writes_ok"],
+        store["writes_failed"]
+    ));
+    if let Some(c) = s.get("severity_counts") {
+        out.push_str(&format!(
+            "findings: {} critical, {} high, {} warning\n",
+            c["critical"], c["high"], c["warning"]
+        ));
+    }
+    if let Some(latest) = s.get("latest_scan").and_then(Value::as_str) {
+        out.push_str(&format!("latest scan: {latest}\n"));
+    }
+    match s.get("queues").and_then(Value::as_object) {
+        Some(q) if !q.is_empty() => {
+            out.push_str("queues:\n");
+            for (name, row) in q {
+                out.push_str(&format!(
+                    "  {name:<28} {:<9} waiting {} running {} dropped {}\n",
+                    str_of(&row["status"]),
+                    row["waiting"],
+                    row["running"],
+                    row["dropped_total"]
+                ));
+            }
+        }
+        _ => out.push_str("queues: none active\n"),
+    }
+    if let Some(f) = s.get("faults").and_then(Value::as_array) {
+        for fault in f {
+            out.push_str(&format!("fault: {}\n", str_of(fault)));
+        }
+    }
+    out
+}

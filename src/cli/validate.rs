@@ -1,0 +1,26 @@
+//! `svc validate`.
+
+use super::Flags;
+
+pub fn run(flags: &Flags) -> i32 {
+    let path = super::config_path(flags);
+    match crate::config::load(&path) {
+        Ok(cfg) => {
+            let n = cfg.effective_tokens().len();
+            println!(
+                "OK: {} ({} file{}, {n} API token{})",
+                path.display(),
+                cfg.sources.len(),
+                if cfg.sources.len() == 1 { "" } else { "s" },
+                if n == 1 { "" } else { "s" }
+            );
+            0
+        }
+        Err(errors) => {
+            for e in errors {
+                println!("{e}");
+            }
+            1
+        }
+    }
+}

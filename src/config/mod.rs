@@ -1,0 +1,510 @@
+//! Configuration: the main TOML file, `conf.d/*.toml` drop-ins, validation, legacy migration.
+//!
+//! Guarantees:
+//! - Drop-ins are read in lexicographic order from `conf.d/` beside the main file; tables
+//!   merge, scalars replace, arrays append.
+//! - Every key is known: unknown keys are errors, reported with their full dotted name.
+//! - Loading never logs a secret; errors name keys, never token values.
+
+mod merge;
+pub mod migrate;
+mod reader;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+pub use reader::ConfigError;
+use reader::{Errors, TableReader};
+
+/// Default main configuration file.
+pub const DEFAULT_PATH: &str = "/etc/svc/svc.toml";
+/// Name of the entry a legacy `webui.auth_token` becomes.
+pub const LEGACY_TOKEN_NAME: &str = "legacy-auth-token";
+/// Shortest accepted token.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// What a token may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Scope {
+    Read,
+    Admin,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Read => "read",
+            Scope::Admin => "admin",
+        }
+    }
+}
+
+/// One `[[webui.tokens]]` entry.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TokenEntry {
+    pub name: String,
+    pub token: String,
+    pub scope: Scope,
+}
+
+impl std::fmt::Debug for TokenEntry {
+    // The token value is a secret: never printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenEntry")
+            .field("name", &self.name)
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Limits of the HTTPS server (`[webui.limits]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpLimits {
+    pub handshake_timeout_seconds: u64,
+    pub head_timeout_seconds: u64,
+    pub max_head_bytes: usize,
+    pub max_headers: usize,
+    pub max_body_bytes: usize,
+    pub idle_timeout_seconds: u64,
+    pub max_connections: usize,
+    pub max_sse_subscribers: usize,
+    /// Failed authentications per address per minute before 429.
+    pub auth_failures_per_minute: u32,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            handshake_timeout_seconds: 10,
+            head_timeout_seconds: 10,
+            max_head_bytes: 16 * 1024,
+            max_headers: 64,
+            max_body_bytes: 1024 * 1024,
+            idle_timeout_seconds: 30,
+            max_connections: 256,
+            max_sse_subscribers: 64,
+            auth_failures_per_minute: 20,
+        }
+    }
+}
+
+/// `[webui]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WebUi {
+    pub listen: SocketAddr,
+    pub tls_cert: String,
+    pub tls_key: String,
+    pub metrics_token: String,
+    pub auth_token: String,
+    pub session_idle_minutes: u64,
+    pub session_max_hours: u64,
+    pub tokens: Vec<TokenEntry>,
+    pub limits: HttpLimits,
+}
+
+/// The validated configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub state_path: PathBuf,
+    pub webui: WebUi,
+    /// Files read, main file first.
+    pub sources: Vec<PathBuf>,
+    /// SHA-256 of the merged configuration (hex).
+    pub hash: String,
+    /// True for the embedded `--dev` configuration.
+    pub dev: bool,
+}
+
+impl Config {
+    /// Tokens by value for authentication. A legacy `auth_token` that is not (yet) migrated
+    /// is included as an admin entry so it keeps working.
+    pub fn effective_tokens(&self) -> Vec<TokenEntry> {
+        let mut out = self.webui.tokens.clone();
+        let legacy = &self.webui.auth_token;
+        if !legacy.is_empty() && !out.iter().any(|t| &t.token == legacy) {
+            out.push(TokenEntry {
+                name: LEGACY_TOKEN_NAME.to_string(),
+                token: legacy.clone(),
+                scope: Scope::Admin,
+            });
+        }
+        out
+    }
+
+    pub fn socket_path(&self) -> PathBuf {
+        self.state_path.join("svc.sock")
+    }
+}
+
+/// Reads and merges the main file and its drop-ins, then validates.
+pub fn load(main: &Path) -> Result<Config, Vec<ConfigError>> {
+    let (table, sources) = read_merged(main)?;
+    from_table(&table, sources)
+}
+
+/// The drop-in files that belong to `main`, in the order they apply.
+pub fn dropins(main: &Path) -> Vec<PathBuf> {
+    let dir = main.parent().unwrap_or(Path::new(".")).join("conf.d");
+    let mut files: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "toml") && p.is_file())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    files.sort();
+    files
+}
+
+fn read_merged(main: &Path) -> Result<(toml::value::Table, Vec<PathBuf>), Vec<ConfigError>> {
+    let mut files = vec![main.to_path_buf()];
+    files.extend(dropins(main));
+    let mut merged = toml::value::Table::new();
+    let mut errors = Vec::new();
+    for file in &files {
+        match parse_file(file) {
+            Ok(t) => merge::merge(&mut merged, t),
+            Err(e) => errors.push(e),
+        }
+    }
+    if errors.is_empty() {
+        Ok((merged, files))
+    } else {
+        Err(errors)
+    }
+}
+
+/// Parses one TOML file; the error is one line naming the file and position.
+pub fn parse_file(path: &Path) -> Result<toml::value::Table, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        key: String::new(),
+        message: format!("{}: cannot read: {e}", path.display()),
+    })?;
+    parse_str(&text).map_err(|message| ConfigError {
+        key: String::new(),
+        message: format!("{}: {message}", path.display()),
+    })
+}
+
+/// Parses TOML text into a table; the error is a single line with line and column.
+pub fn parse_str(text: &str) -> Result<toml::value::Table, String> {
+    toml::from_str::<toml::value::Table>(text).map_err(|e| {
+        let msg = e.message().replace('\n', " ");
+        match e.span() {
+            Some(span) => {
+                let before = &text.as_bytes()[..span.start.min(text.len())];
+                let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+                let col = before.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
+                format!("line {line} column {col}: {msg}")
+            }
+            None => msg,
+        }
+    })
+}
+
+/// Validates a merged table into a [`Config`].
+pub fn from_table(
+    root: &toml::value::Table,
+    sources: Vec<PathBuf>,
+) -> Result<Config, Vec<ConfigError>> {
+    let mut errs = Errors::default();
+    let mut r = TableReader::new(Some(root), "");
+
+    let state_path = r.string("state_path", "/var/lib/svc", &mut errs);
+    if state_path.is_empty() || !state_path.starts_with('/') {
+        errs.push("state_path", "must be an absolute path");
+    }
+
+    let webui = read_webui(&mut r, &mut errs);
+    r.finish(&mut errs);
+
+    if !errs.0.is_empty() {
+        return Err(errs.0);
+    }
+    let canonical = toml::to_string(root).unwrap_or_default();
+    let hash = hex::encode(Sha256::digest(canonical.as_bytes()));
+    Ok(Config {
+        state_path: PathBuf::from(state_path),
+        webui,
+        sources,
+        hash,
+        dev: false,
+    })
+}
+
+fn read_webui(root: &mut TableReader<'_>, errs: &mut Errors) -> WebUi {
+    let mut w = root.table("webui", errs);
+    let listen_s = w.string("listen", "0.0.0.0:9443", errs);
+    let listen = match listen_s.parse::<SocketAddr>() {
+        Ok(a) => a,
+        Err(_) => {
+            errs.push(
+                w.key("listen"),
+                "must be an address and port such as 0.0.0.0:9443",
+            );
+            SocketAddr::from(([0, 0, 0, 0], 9443))
+        }
+    };
+    let tls_cert = w.string("tls_cert", "", errs);
+    let tls_key = w.string("tls_key", "", errs);
+    if tls_cert.is_empty() != tls_key.is_empty() {
+        let missing = if tls_cert.is_empty() {
+            "tls_cert"
+        } else {
+            "tls_key"
+        };
+        errs.push(
+            w.key(missing),
+            "must be set together with the other (or both left empty)",
+        );
+    }
+    let metrics_token = w.string("metrics_token", "", errs);
+    if !metrics_token.is_empty() && metrics_token.chars().count() < MIN_TOKEN_LEN {
+        errs.push(
+            w.key("metrics_token"),
+            format!("must be at least {MIN_TOKEN_LEN} characters"),
+        );
+    }
+    let auth_token = w.string("auth_token", "", errs);
+    if !auth_token.is_empty() && auth_token.chars().count() < MIN_TOKEN_LEN {
+        errs.push(
+            w.key("auth_token"),
+            format!("must be at least {MIN_TOKEN_LEN} characters"),
+        );
+    }
+    let session_idle_minutes = w.int("session_idle_minutes", 30, 1, 7 * 24 * 60, errs) as u64;
+    let session_max_hours = w.int("session_max_hours", 12, 1, 24 * 365, errs) as u64;
+
+    let mut tokens = Vec::new();
+    let mut by_name: HashMap<String, String> = HashMap::new();
+    let mut by_value: HashMap<String, String> = HashMap::new();
+    for mut t in w.table_list("tokens", errs) {
+        let here = t.key("").trim_end_matches('.').to_string();
+        let name = t.string("name", "", errs);
+        let token = t.string("token", "", errs);
+        let scope_s = t.string("scope", "", errs);
+        let mut ok = true;
+        if name.trim().is_empty() {
+            errs.push(t.key("name"), "must not be empty");
+            ok = false;
+        } else if let Some(first) = by_name.get(&name) {
+            errs.push(
+                t.key("name"),
+                format!("duplicate token name {name:?} (also {first})"),
+            );
+            ok = false;
+        } else {
+            by_name.insert(name.clone(), here.clone());
+        }
+        if token.chars().count() < MIN_TOKEN_LEN {
+            errs.push(
+                t.key("token"),
+                format!("must be at least {MIN_TOKEN_LEN} characters"),
+            );
+            ok = false;
+        } else if let Some(first) = by_value.get(&token) {
+            errs.push(
+                t.key("token"),
+                format!("duplicate token value (same as {first})"),
+            );
+            ok = false;
+        } else {
+            by_value.insert(token.clone(), here.clone());
+        }
+        let scope = match scope_s.as_str() {
+            "admin" => Scope::Admin,
+            "read" => Scope::Read,
+            _ => {
+                errs.push(t.key("scope"), "must be \"admin\" or \"read\"");
+                ok = false;
+                Scope::Read
+            }
+        };
+        t.finish(errs);
+        if ok {
+            tokens.push(TokenEntry { name, token, scope });
+        }
+    }
+    if !metrics_token.is_empty() {
+        if let Some(first) = by_value.get(&metrics_token) {
+            errs.push(
+                w.key("metrics_token"),
+                format!("must differ from every API token (same as {first})"),
+            );
+        }
+    }
+
+    let limits = read_limits(&mut w, errs);
+    w.finish(errs);
+    WebUi {
+        listen,
+        tls_cert,
+        tls_key,
+        metrics_token,
+        auth_token,
+        session_idle_minutes,
+        session_max_hours,
+        tokens,
+        limits,
+    }
+}
+
+fn read_limits(w: &mut TableReader<'_>, errs: &mut Errors) -> HttpLimits {
+    let d = HttpLimits::default();
+    let mut l = w.table("limits", errs);
+    let out = HttpLimits {
+        handshake_timeout_seconds: l.int(
+            "handshake_timeout_seconds",
+            d.handshake_timeout_seconds as i64,
+            1,
+            300,
+            errs,
+        ) as u64,
+        head_timeout_seconds: l.int(
+            "head_timeout_seconds",
+            d.head_timeout_seconds as i64,
+            1,
+            300,
+            errs,
+        ) as u64,
+        max_head_bytes: l.int(
+            "max_head_bytes",
+            d.max_head_bytes as i64,
+            1024,
+            1024 * 1024,
+            errs,
+        ) as usize,
+        max_headers: l.int("max_headers", d.max_headers as i64, 8, 1024, errs) as usize,
+        max_body_bytes: l.int(
+            "max_body_bytes",
+            d.max_body_bytes as i64,
+            1024,
+            64 * 1024 * 1024,
+            errs,
+        ) as usize,
+        idle_timeout_seconds: l.int(
+            "idle_timeout_seconds",
+            d.idle_timeout_seconds as i64,
+            1,
+            3600,
+            errs,
+        ) as u64,
+        max_connections: l.int("max_connections", d.max_connections as i64, 1, 65_536, errs)
+            as usize,
+        max_sse_subscribers: l.int(
+            "max_sse_subscribers",
+            d.max_sse_subscribers as i64,
+            1,
+            4096,
+            errs,
+        ) as usize,
+        auth_failures_per_minute: l.int(
+            "auth_failures_per_minute",
+            d.auth_failures_per_minute as i64,
+            1,
+            100_000,
+            errs,
+        ) as u32,
+    };
+    l.finish(errs);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str) -> Result<Config, Vec<String>> {
+        let t = parse_str(text).map_err(|e| vec![e])?;
+        from_table(&t, vec![]).map_err(|es| es.iter().map(|e| e.to_string()).collect())
+    }
+
+    const A: &str = "aaaaaaaaaaaaaaaaaaaa";
+    const B: &str = "bbbbbbbbbbbbbbbbbbbb";
+
+    #[test]
+    fn defaults_apply() {
+        let c = check("").unwrap();
+        assert_eq!(c.state_path, PathBuf::from("/var/lib/svc"));
+        assert_eq!(c.webui.listen.to_string(), "0.0.0.0:9443");
+        assert_eq!(c.webui.session_idle_minutes, 30);
+        assert_eq!(c.webui.session_max_hours, 12);
+    }
+
+    #[test]
+    fn scope_error_names_indexed_key() {
+        let e = check(&format!(
+            "[[webui.tokens]]\nname=\"a\"\ntoken=\"{A}\"\nscope=\"admin\"\n[[webui.tokens]]\nname=\"b\"\ntoken=\"{B}\"\nscope=\"root\"\n"
+        ))
+        .unwrap_err();
+        assert_eq!(
+            e,
+            vec!["webui.tokens[1].scope: must be \"admin\" or \"read\""]
+        );
+    }
+
+    #[test]
+    fn unknown_keys_short_and_duplicate_tokens_are_errors() {
+        let e = check(&format!(
+            "bogus = 1\n[webui]\nlisten=\"x\"\nfoo=2\n[[webui.tokens]]\nname=\"a\"\ntoken=\"{A}\"\nscope=\"admin\"\nextra=1\n[[webui.tokens]]\nname=\"a\"\ntoken=\"{A}\"\nscope=\"read\"\n[[webui.tokens]]\nname=\"c\"\ntoken=\"short\"\nscope=\"read\"\n"
+        ))
+        .unwrap_err();
+        let joined = e.join("\n");
+        assert!(joined.contains("bogus: unknown key"), "{joined}");
+        assert!(joined.contains("webui.foo: unknown key"), "{joined}");
+        assert!(joined.contains("webui.listen: must be"), "{joined}");
+        assert!(
+            joined.contains("webui.tokens[0].extra: unknown key"),
+            "{joined}"
+        );
+        assert!(
+            joined.contains("webui.tokens[1].name: duplicate token name \"a\""),
+            "{joined}"
+        );
+        assert!(
+            joined.contains("webui.tokens[1].token: duplicate token value"),
+            "{joined}"
+        );
+        assert!(
+            joined.contains("webui.tokens[2].token: must be at least 16"),
+            "{joined}"
+        );
+        assert!(!joined.contains(A), "token values never printed");
+    }
+
+    #[test]
+    fn legacy_token_is_effective_until_migrated() {
+        let c = check(&format!("[webui]\nauth_token=\"{A}\"\n")).unwrap();
+        let t = c.effective_tokens();
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].name, LEGACY_TOKEN_NAME);
+        assert_eq!(t[0].scope, Scope::Admin);
+    }
+
+    #[test]
+    fn parse_errors_are_one_line_with_position() {
+        let e = parse_str("a = 1\nb = = 2\n").unwrap_err();
+        assert!(e.starts_with("line 2 column"), "{e}");
+        assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        let mut x: u64 = 0x9e3779b97f4a7c15;
+        for len in 0..2000usize {
+            let mut s = String::new();
+            for _ in 0..(len % 97) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let alphabet = b"[]=\"'.abc\n 0123{}_,#tokens webui scope";
+                s.push(alphabet[(x % alphabet.len() as u64) as usize] as char);
+            }
+            let _ = check(&s);
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! Control socket `{state_path}/svc.sock` (mode 0600): one JSON request line, one JSON
+//! answer line. Used by `svc status`, `svc doctor` and friends.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+/// Answers one command; `None` for an unknown command.
+pub type CommandFn = dyn Fn(&str, &Value) -> Option<Value> + Send + Sync;
+
+/// Largest request line accepted.
+const MAX_REQUEST: usize = 64 * 1024;
+
+pub struct ControlServer {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ControlServer {
+    /// Binds the socket (replacing a stale one) and serves commands on a thread.
+    pub fn start(path: &Path, handler: Arc<CommandFn>) -> io::Result<ControlServer> {
+        if path.exists() {
+            // A live daemon answers; a stale socket file is replaced.
+            if UnixStream::connect(path).is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!(
+                        "{} is in use: is another svc daemon running?",
+                        path.display()
+                    ),
+                ));
+            }
+            std::fs::remove_file(path)?;
+        }
+        let listener = UnixListener::bind(path)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("control".into())
+            .spawn(move || {
+                for conn in listener.incoming() {
+                    if stop2.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    if let Ok(conn) = conn {
+                        let h = handler.clone();
+                        let _ = std::thread::Builder::new()
+                            .name("control-conn".into())
+                            .spawn(move || serve(conn, &*h));
+                    }
+                }
+            })?;
+        Ok(ControlServer {
+            path: path.to_path_buf(),
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn stop(mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = UnixStream::connect(&self.path);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn serve(conn: UnixStream, handler: &CommandFn) {
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+    let _ = conn.set_write_timeout(Some(Duration::from_secs(10)));
+    let mut reader = BufReader::new(match conn.try_clone() {
+        Ok(c) => c,
+        Err(_) => return,
+    });
+    let mut line = String::new();
+    let answer = match reader
+        .by_ref()
+        .take(MAX_REQUEST as u64)
+        .read_line(&mut line)
+    {
+        Ok(_) => match serde_json::from_str::<Value>(&line) {
+            Ok(req) => {
+                let cmd = req.get("command").and_then(Value::as_str).unwrap_or("");
+                handler(cmd, &req)
+                    .unwrap_or_else(|| json!({ "error": format!("unknown command {cmd:?}") }))
+            }
+            Err(e) => json!({ "error": format!("invalid request: {e}") }),
+        },
+        Err(e) => json!({ "error": format!("cannot read request: {e}") }),
+    };
+    let mut w = conn;
+    let _ = writeln!(w, "{answer}");
+}
+
+/// Client side: sends one command, returns the answer.
+pub fn request(path: &Path, command: &str, args: Value, timeout: Duration) -> io::Result<Value> {
+    let mut conn = UnixStream::connect(path)?;
+    conn.set_read_timeout(Some(timeout))?;
+    conn.set_write_timeout(Some(Duration::from_secs(5)))?;
+    let mut req = args;
+    if let Value::Object(m) = &mut req {
+        m.insert("command".into(), json!(command));
+    } else {
+        req = json!({ "command": command });
+    }
+    writeln!(conn, "{req}")?;
+    let mut line = String::new();
+    BufReader::new(conn).read_line(&mut line)?;
+    serde_json::from_str(&line)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+}

@@ -1,0 +1,183 @@
+//! The supervisor: builds each subsystem once, starts threads, handles shutdown.
+//!
+//! Startup order: configuration (with legacy migration), state directory, store and its
+//! migrations, end leftover sessions, TLS, HTTP listener, control socket. SIGTERM or SIGINT
+//! stop the HTTP server and the control socket, drain the store writer and exit 0.
+
+pub mod control;
+pub mod dev;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use nix::sys::signal::{SigSet, Signal};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::api::App;
+use crate::clock::SystemClock;
+use crate::config::{self, Config};
+use crate::http::{self, Server};
+use crate::store::Store;
+
+/// How the daemon was asked to start.
+pub struct Options {
+    pub config: Option<PathBuf>,
+    pub dev: bool,
+}
+
+fn load_config(opts: &Options) -> Result<(Config, Option<dev::DevTokens>), String> {
+    if opts.dev {
+        let (cfg, tokens) = dev::config()?;
+        return Ok((cfg, Some(tokens)));
+    }
+    let path = opts
+        .config
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(config::DEFAULT_PATH));
+    match config::migrate::migrate_file(&path) {
+        Ok(config::migrate::Outcome::Unchanged) => {}
+        Ok(o) => log::info!(
+            "{}: legacy webui.auth_token migrated ({o:?})",
+            path.display()
+        ),
+        // Not fatal: the legacy token keeps working from memory.
+        Err(e) => log::warn!("legacy token migration skipped: {e}"),
+    }
+    let cfg = config::load(&path).map_err(|errs| {
+        errs.iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    })?;
+    Ok((cfg, None))
+}
+
+fn hash_file(path: &Path) -> std::io::Result<String> {
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    std::io::copy(&mut f, &mut h)?;
+    Ok(hex::encode(h.finalize()))
+}
+
+/// Runs the daemon in the foreground until SIGTERM or SIGINT.
+pub fn run(opts: Options) -> Result<(), String> {
+    // Block the stop signals in every thread; the main thread waits for them below.
+    let mut signals = SigSet::empty();
+    signals.add(Signal::SIGTERM);
+    signals.add(Signal::SIGINT);
+    signals
+        .thread_block()
+        .map_err(|e| format!("cannot block signals: {e}"))?;
+
+    let (cfg, dev_tokens) = load_config(&opts)?;
+    let cfg = Arc::new(cfg);
+    crate::fsutil::ensure_dir(&cfg.state_path, 0o700)
+        .map_err(|e| format!("state_path {}: {e}", cfg.state_path.display()))?;
+
+    let store = Store::open(&cfg.state_path.join("svc.db"))
+        .map_err(|e| format!("store {}: {e}", cfg.state_path.join("svc.db").display()))?;
+    match crate::api::sessions::Sessions::end_all_stored(&store) {
+        Ok(0) => {}
+        Ok(n) => log::info!("ended {n} browser sessions left by the previous process"),
+        Err(e) => return Err(format!("cannot end previous sessions: {e}")),
+    }
+
+    let (cert, key) =
+        http::tls::ensure_pair(&cfg.state_path, &cfg.webui.tls_cert, &cfg.webui.tls_key)
+            .map_err(|e| format!("TLS: {e}"))?;
+    let tls = http::tls::server_config(&cert, &key).map_err(|e| format!("TLS: {e}"))?;
+
+    let clock = SystemClock::shared();
+    let app = Arc::new(App::new(cfg.clone(), clock, store.clone()));
+    {
+        let app = app.clone();
+        let _ = std::thread::Builder::new()
+            .name("binary-hash".into())
+            .spawn(move || {
+                if let Ok(h) = hash_file(Path::new("/proc/self/exe")) {
+                    let _ = app.runtime.binary_hash.set(h);
+                }
+            });
+    }
+
+    let server = Server::bind(cfg.webui.listen, tls, cfg.webui.limits.clone())
+        .map_err(|e| format!("cannot listen on {}: {e}", cfg.webui.listen))?;
+    let addr = server.local_addr().map_err(|e| e.to_string())?;
+    let _ = app.server.set(server.stats());
+    let stopper = server.stopper().map_err(|e| e.to_string())?;
+
+    let control = {
+        let app = app.clone();
+        let handler: Arc<control::CommandFn> =
+            Arc::new(move |cmd: &str, _args: &Value| match cmd {
+                "status" => Some(json!({ "snapshot": app.status_snapshot() })),
+                "ping" => Some(json!({ "ok": true })),
+                _ => None,
+            });
+        control::ControlServer::start(&cfg.socket_path(), handler)
+            .map_err(|e| format!("control socket {}: {e}", cfg.socket_path().display()))?
+    };
+
+    let http_thread = {
+        let app: Arc<dyn http::Handler> = app.clone();
+        std::thread::Builder::new()
+            .name("http-accept".into())
+            .spawn(move || server.run(app))
+            .map_err(|e| e.to_string())?
+    };
+
+    announce(&cfg, addr, dev_tokens.as_ref());
+
+    let sig = signals
+        .wait()
+        .map_err(|e| format!("waiting for signals: {e}"))?;
+    log::info!("received {sig:?}; shutting down");
+    stopper.stop();
+    let _ = http_thread.join();
+    control.stop();
+    store.close();
+    log::info!("stopped");
+    Ok(())
+}
+
+fn announce(cfg: &Config, addr: std::net::SocketAddr, dev: Option<&dev::DevTokens>) {
+    let host = if addr.ip().is_unspecified() {
+        "127.0.0.1".to_string()
+    } else {
+        addr.ip().to_string()
+    };
+    let host = if addr.is_ipv6() && !addr.ip().is_unspecified() {
+        format!("[{host}]")
+    } else {
+        host
+    };
+    let base = format!("https://{host}:{}", addr.port());
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "svc {} listening on {base} (state {})",
+        env!("CARGO_PKG_VERSION"),
+        cfg.state_path.display()
+    );
+    if let Some(t) = dev {
+        if t.fresh {
+            let _ = writeln!(
+                out,
+                "dev tokens (shown once; saved in {}/tokens, mode 0600):",
+                cfg.state_path.display()
+            );
+            let _ = writeln!(out, "  admin:   {}", t.admin);
+            let _ = writeln!(out, "  read:    {}", t.read);
+            let _ = writeln!(out, "  metrics: {}", t.metrics);
+        } else {
+            let _ = writeln!(out, "dev tokens are in {}/tokens", cfg.state_path.display());
+        }
+        let _ = writeln!(
+            out,
+            "log in at {base}/login with the admin token (the certificate is self-signed)"
+        );
+    }
+    let _ = out.flush();
+}

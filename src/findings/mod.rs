@@ -1,0 +1,3 @@
+//! Findings: the model, the ingest dispatcher, the active set.
+pub mod model;
+pub use model::{Finding, Severity};

@@ -1,0 +1,155 @@
+//! The finding: what a detector reports about the host.
+
+use std::fmt;
+use std::net::IpAddr;
+
+use jiff::Timestamp;
+use serde::Serialize;
+
+/// Severity label. Ordered so that `Critical > High > Warning`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum Severity {
+    #[serde(rename = "WARNING")]
+    Warning,
+    #[serde(rename = "HIGH")]
+    High,
+    #[serde(rename = "CRITICAL")]
+    Critical,
+}
+
+impl Severity {
+    pub const ALL: [Severity; 3] = [Severity::Critical, Severity::High, Severity::Warning];
+
+    /// The label the API sends.
+    pub fn label(self) -> &'static str {
+        match self {
+            Severity::Warning => "WARNING",
+            Severity::High => "HIGH",
+            Severity::Critical => "CRITICAL",
+        }
+    }
+
+    /// The legacy numeric level: 0 = WARNING, 1 = HIGH, 2 = CRITICAL.
+    pub fn level(self) -> u8 {
+        self as u8
+    }
+
+    pub fn from_level(level: u8) -> Option<Severity> {
+        match level {
+            0 => Some(Severity::Warning),
+            1 => Some(Severity::High),
+            2 => Some(Severity::Critical),
+            _ => None,
+        }
+    }
+
+    /// Parses a filter value: a label in any letter case, or a level 0, 1 or 2.
+    pub fn parse_filter(s: &str) -> Option<Severity> {
+        let s = s.trim();
+        match s.to_ascii_uppercase().as_str() {
+            "WARNING" | "0" => Some(Severity::Warning),
+            "HIGH" | "1" => Some(Severity::High),
+            "CRITICAL" | "2" => Some(Severity::Critical),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// One finding. Detectors create it with `first_seen == last_seen` and `count == 1`; the
+/// active set merges repeats keyed by (check, message).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Finding {
+    /// snake_case name of the check that produced it.
+    pub check: String,
+    pub severity: Severity,
+    pub message: String,
+    pub details: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ip: Option<IpAddr>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(serialize_with = "crate::timefmt::ser")]
+    pub first_seen: Timestamp,
+    #[serde(serialize_with = "crate::timefmt::ser")]
+    pub last_seen: Timestamp,
+    pub count: u64,
+}
+
+impl Finding {
+    /// A new finding seen once at `now`.
+    pub fn new(
+        check: impl Into<String>,
+        severity: Severity,
+        message: impl Into<String>,
+        now: Timestamp,
+    ) -> Finding {
+        Finding {
+            check: check.into(),
+            severity,
+            message: message.into(),
+            details: String::new(),
+            account: None,
+            ip: None,
+            path: None,
+            first_seen: now,
+            last_seen: now,
+            count: 1,
+        }
+    }
+
+    pub fn with_details(mut self, details: impl Into<String>) -> Self {
+        self.details = details.into();
+        self
+    }
+
+    pub fn with_ip(mut self, ip: IpAddr) -> Self {
+        self.ip = Some(ip);
+        self
+    }
+
+    pub fn with_path(mut self, path: impl Into<String>) -> Self {
+        self.path = Some(path.into());
+        self
+    }
+
+    pub fn with_account(mut self, account: impl Into<String>) -> Self {
+        self.account = Some(account.into());
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn severity_filter_accepts_labels_and_levels() {
+        assert_eq!(Severity::parse_filter("high"), Some(Severity::High));
+        assert_eq!(
+            Severity::parse_filter(" Critical "),
+            Some(Severity::Critical)
+        );
+        assert_eq!(Severity::parse_filter("0"), Some(Severity::Warning));
+        assert_eq!(Severity::parse_filter("3"), None);
+        assert_eq!(Severity::parse_filter("info"), None);
+        assert!(Severity::Critical > Severity::High && Severity::High > Severity::Warning);
+    }
+
+    #[test]
+    fn finding_serialises_labels_and_omits_unset_fields() {
+        let t = jiff::Timestamp::from_second(0).unwrap();
+        let f = Finding::new("ssh_bruteforce", Severity::High, "m", t);
+        let v = serde_json::to_value(&f).unwrap();
+        assert_eq!(v["severity"], "HIGH");
+        assert_eq!(v["first_seen"], "1970-01-01T00:00:00.000000Z");
+        assert!(v.get("ip").is_none());
+    }
+}

@@ -1,0 +1,15 @@
+//! svc: host security daemon for Linux web-hosting servers.
+//!
+//! See `../shared/DESIGN.md` for the architecture. Each module owns its data; the daemon
+//! builds every subsystem once and passes handles down.
+
+pub mod api;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod daemon;
+pub mod findings;
+pub mod fsutil;
+pub mod http;
+pub mod store;
+pub mod timefmt;
