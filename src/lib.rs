@@ -4,6 +4,7 @@
 //! builds every subsystem once and passes handles down.
 
 pub mod api;
+pub mod checks;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -11,5 +12,8 @@ pub mod daemon;
 pub mod findings;
 pub mod fsutil;
 pub mod http;
+pub mod queue;
 pub mod store;
+pub mod sys;
 pub mod timefmt;
+pub mod watch;

@@ -1,0 +1,432 @@
+//! Tests against the real kernel with temporary directories. They wait on the channel with
+//! a timeout (the kernel is asynchronous) but never assert on timing.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+
+use super::testutil::TestDir;
+use super::*;
+use crate::clock::ManualClock;
+
+const WAIT: Duration = Duration::from_secs(5);
+
+/// The backend configurations under test.
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    Inotify,
+    FanotifyFid,
+    FanotifyPlain,
+}
+
+struct Setup {
+    roots: Vec<PathBuf>,
+    excluded: Vec<PathBuf>,
+    cap: usize,
+    max_watches: usize,
+    max_scan_files: usize,
+    clock: Arc<ManualClock>,
+}
+
+impl Setup {
+    fn new(root: &Path) -> Setup {
+        Setup {
+            roots: vec![root.to_path_buf()],
+            excluded: Vec::new(),
+            cap: 1024,
+            max_watches: 100_000,
+            max_scan_files: 10_000,
+            clock: ManualClock::at_epoch_2026(),
+        }
+    }
+
+    /// Starts a watcher in `mode`; `None` (with a note) when that mode is unavailable here.
+    fn start(&self, mode: Mode) -> Option<(FileWatcher, Receiver<FileEvent>)> {
+        let (tx, rx) = crossbeam_channel::bounded(self.cap);
+        let mut opts = WatchOptions::new(tx, self.clock.clone());
+        opts.excluded_dirs = self.excluded.clone();
+        opts.max_watches = self.max_watches;
+        opts.max_scan_files = self.max_scan_files;
+        opts.poll_interval = Duration::from_millis(20);
+        match mode {
+            Mode::Inotify => opts.backend = BackendChoice::Inotify,
+            Mode::FanotifyFid => opts.backend = BackendChoice::Fanotify,
+            Mode::FanotifyPlain => {
+                opts.backend = BackendChoice::Fanotify;
+                opts.fanotify_fid = false;
+            }
+        }
+        match FileWatcher::start(self.roots.clone(), opts) {
+            Ok(w) => {
+                if matches!(mode, Mode::FanotifyFid) && !w.description().contains("FID") {
+                    eprintln!(
+                        "skipping {mode:?}: FID mode unavailable ({})",
+                        w.description()
+                    );
+                    return None;
+                }
+                Some((w, rx))
+            }
+            Err(e) if !matches!(mode, Mode::Inotify) => {
+                eprintln!("skipping {mode:?}: {e}");
+                None
+            }
+            Err(e) => panic!("inotify watcher failed to start: {e}"),
+        }
+    }
+}
+
+/// Waits for an event matching `pred`, skipping others (fanotify may report unrelated
+/// overflows on a busy filesystem).
+fn wait_for(rx: &Receiver<FileEvent>, pred: impl Fn(&FileEvent) -> bool) -> Option<FileEvent> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let left = deadline.checked_duration_since(Instant::now())?;
+        match rx.recv_timeout(left) {
+            Ok(ev) if pred(&ev) => return Some(ev),
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+fn wait_path(rx: &Receiver<FileEvent>, path: &Path) -> Option<FileEvent> {
+    wait_for(rx, |e| e.path == path)
+}
+
+/// Polls `cond` on the watcher's counters until it holds or the wait ends.
+fn wait_stats(w: &FileWatcher, cond: impl Fn(&WatchStats) -> bool) -> WatchStats {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let s = w.stats();
+        if cond(&s) || Instant::now() > deadline {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+const ALL: [Mode; 3] = [Mode::Inotify, Mode::FanotifyFid, Mode::FanotifyPlain];
+const WITH_MOVES: [Mode; 2] = [Mode::Inotify, Mode::FanotifyFid];
+
+#[test]
+fn closed_write_is_reported() {
+    for mode in ALL {
+        let t = TestDir::new();
+        let Some((mut w, rx)) = Setup::new(t.path()).start(mode) else {
+            continue;
+        };
+        let f = t.path().join("upload.php");
+        fs::write(&f, b"<?php echo 1;").expect("write");
+        let ev = wait_path(&rx, &f).unwrap_or_else(|| panic!("{mode:?}: no event for {f:?}"));
+        assert_eq!(ev.kind, EventKind::ClosedWrite, "{mode:?}");
+        assert_eq!(ev.observed_at, 1_000_000_000, "{mode:?}: injected clock");
+        let s = w.stats();
+        assert!(s.events_emitted >= 1, "{mode:?}: {s:?}");
+        assert_eq!(s.roots_attached, 1, "{mode:?}");
+        w.stop();
+        w.stop();
+    }
+}
+
+#[test]
+fn file_in_new_nested_directory_is_reported() {
+    for mode in WITH_MOVES {
+        let t = TestDir::new();
+        let Some((_w, rx)) = Setup::new(t.path()).start(mode) else {
+            continue;
+        };
+        let deep = t.path().join("a/b/c");
+        fs::create_dir_all(&deep).expect("mkdir");
+        let f = deep.join("shell.php");
+        fs::write(&f, b"x").expect("write");
+        let ev = wait_path(&rx, &f).unwrap_or_else(|| panic!("{mode:?}: no event for {f:?}"));
+        assert_ne!(ev.kind, EventKind::DirectoryScan, "{mode:?}");
+        // The new directories are watched from now on.
+        let g = deep.join("later.php");
+        fs::write(&g, b"y").expect("write");
+        let ev = wait_for(&rx, |e| e.path == g && e.kind == EventKind::ClosedWrite);
+        assert!(ev.is_some(), "{mode:?}: no close-write for {g:?}");
+    }
+}
+
+#[test]
+fn files_moved_in_are_reported() {
+    for mode in WITH_MOVES {
+        let t = TestDir::new();
+        let outside = TestDir::new();
+        let Some((_w, rx)) = Setup::new(t.path()).start(mode) else {
+            continue;
+        };
+        let src = outside.path().join("x.php");
+        fs::write(&src, b"x").expect("write");
+        let dst = t.path().join("x.php");
+        fs::rename(&src, &dst).expect("rename file in");
+        let ev = wait_path(&rx, &dst).unwrap_or_else(|| panic!("{mode:?}: no event for {dst:?}"));
+        assert_eq!(ev.kind, EventKind::MovedIn, "{mode:?}");
+
+        // A whole directory moved in: its files are reported.
+        let dir = outside.path().join("pkg");
+        fs::create_dir_all(dir.join("sub")).expect("mkdir");
+        fs::write(dir.join("sub/inner.php"), b"y").expect("write");
+        fs::rename(&dir, t.path().join("pkg")).expect("rename dir in");
+        let inner = t.path().join("pkg/sub/inner.php");
+        // fanotify may first resolve the earlier close-write to the new location; the walk
+        // of the moved directory reports the file as moved in either way.
+        let ev = wait_for(&rx, |e| e.path == inner && e.kind == EventKind::MovedIn);
+        assert!(ev.is_some(), "{mode:?}: no MovedIn for {inner:?}");
+    }
+}
+
+#[test]
+fn full_channel_counts_drops_without_blocking() {
+    for mode in ALL {
+        let t = TestDir::new();
+        let mut setup = Setup::new(t.path());
+        setup.cap = 1;
+        let Some((w, rx)) = setup.start(mode) else {
+            continue;
+        };
+        for i in 0..20 {
+            fs::write(t.path().join(format!("f{i}")), b"x").expect("write");
+        }
+        // All 20 close-writes are accounted for: one delivered, the rest refused.
+        let s = wait_stats(&w, |s| s.events_emitted + s.dropped >= 20);
+        assert!(s.dropped >= 1, "{mode:?}: {s:?}");
+        assert!(s.events_emitted + s.dropped >= 20, "{mode:?}: {s:?}");
+        assert!(rx.try_recv().is_ok(), "{mode:?}: the one slot was filled");
+        while rx.try_recv().is_ok() {}
+        // The thread is still alive and delivering once there is room.
+        let f = t.path().join("after");
+        fs::write(&f, b"x").expect("write");
+        assert!(wait_path(&rx, &f).is_some(), "{mode:?}: watcher stalled");
+    }
+}
+
+#[test]
+fn excluded_events_never_precede_the_marker() {
+    for mode in ALL {
+        let t = TestDir::new();
+        let state = t.path().join("state");
+        fs::create_dir_all(state.join("sub")).expect("mkdir");
+        let mut setup = Setup::new(t.path());
+        setup.excluded = vec![state.clone()];
+        let Some((w, rx)) = setup.start(mode) else {
+            continue;
+        };
+        fs::write(state.join("db.sqlite"), b"x").expect("write");
+        fs::write(state.join("sub/y"), b"x").expect("write");
+        fs::create_dir(state.join("newdir")).expect("mkdir");
+        fs::write(state.join("newdir/z"), b"x").expect("write");
+        let marker = t.path().join("marker");
+        fs::write(&marker, b"x").expect("write");
+        let deadline = Instant::now() + WAIT;
+        let mut found = false;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            let Ok(ev) = rx.recv_timeout(left) else { break };
+            assert!(
+                !ev.path.starts_with(&state),
+                "{mode:?}: excluded path leaked: {ev:?}"
+            );
+            if ev.path == marker {
+                found = true;
+                break;
+            }
+        }
+        assert!(found, "{mode:?}: marker not seen");
+        if matches!(mode, Mode::Inotify) {
+            // inotify never watches the excluded tree at all.
+            assert_eq!(w.stats().watches, 1, "{mode:?}: the root only");
+        } else {
+            // fanotify sees the writes and filters them out.
+            assert!(w.stats().filtered >= 1, "{mode:?}: {:?}", w.stats());
+        }
+    }
+}
+
+#[test]
+fn missing_root_is_attached_on_rescan() {
+    for mode in ALL {
+        let t = TestDir::new();
+        let late = t.path().join("late");
+        let Some((w, rx)) = Setup::new(&late).start(mode) else {
+            continue;
+        };
+        assert_eq!(w.stats().roots_attached, 0, "{mode:?}");
+        assert!(w.stats().root_attach_failures >= 1, "{mode:?}");
+        fs::create_dir(&late).expect("mkdir");
+        fs::write(late.join("early"), b"x").expect("write");
+        w.rescan_roots();
+        let ev = wait_path(&rx, &late).unwrap_or_else(|| panic!("{mode:?}: no scan for {late:?}"));
+        assert_eq!(ev.kind, EventKind::DirectoryScan, "{mode:?}");
+        let f = late.join("f");
+        fs::write(&f, b"x").expect("write");
+        assert!(
+            wait_path(&rx, &f).is_some(),
+            "{mode:?}: no event after attach"
+        );
+    }
+}
+
+#[test]
+fn missing_root_is_retried_on_the_clock() {
+    for mode in [Mode::Inotify, Mode::FanotifyFid] {
+        let t = TestDir::new();
+        let late = t.path().join("late");
+        let setup = Setup::new(&late);
+        let clock = setup.clock.clone();
+        let Some((w, rx)) = setup.start(mode) else {
+            continue;
+        };
+        fs::create_dir(&late).expect("mkdir");
+        // Nothing happens until the injected clock passes the retry interval.
+        assert!(
+            rx.recv_timeout(Duration::from_millis(100)).is_err(),
+            "{mode:?}"
+        );
+        assert_eq!(w.stats().roots_attached, 0, "{mode:?}");
+        clock.advance_secs(5);
+        let ev = wait_path(&rx, &late).unwrap_or_else(|| panic!("{mode:?}: not retried"));
+        assert_eq!(ev.kind, EventKind::DirectoryScan);
+        assert_eq!(ev.observed_at, 6_000_000_000);
+    }
+}
+
+#[test]
+fn removed_root_is_reattached_when_it_returns() {
+    for mode in ALL {
+        let t = TestDir::new();
+        let root = t.path().join("www");
+        fs::create_dir(&root).expect("mkdir");
+        let Some((w, rx)) = Setup::new(&root).start(mode) else {
+            continue;
+        };
+        fs::remove_dir_all(&root).expect("rm root");
+        w.rescan_roots();
+        let s = wait_stats(&w, |s| s.roots_attached == 0);
+        assert_eq!(s.roots_attached, 0, "{mode:?}: {s:?}");
+        fs::create_dir(&root).expect("mkdir again");
+        w.rescan_roots();
+        let ev = wait_path(&rx, &root).unwrap_or_else(|| panic!("{mode:?}: not reattached"));
+        assert_eq!(ev.kind, EventKind::DirectoryScan, "{mode:?}");
+        let f = root.join("f");
+        fs::write(&f, b"x").expect("write");
+        assert!(
+            wait_path(&rx, &f).is_some(),
+            "{mode:?}: no event after reattach"
+        );
+    }
+}
+
+#[test]
+fn inotify_watch_limit_is_enforced_and_counted() {
+    let t = TestDir::new();
+    for i in 0..5 {
+        fs::create_dir(t.path().join(format!("d{i}"))).expect("mkdir");
+    }
+    let mut setup = Setup::new(t.path());
+    setup.max_watches = 3;
+    let (w, _rx) = setup.start(Mode::Inotify).expect("inotify");
+    let s = w.stats();
+    assert_eq!(s.watches, 3, "{s:?}");
+    assert_eq!(s.watch_limit_refused, 3, "{s:?}");
+}
+
+#[test]
+fn directory_scan_is_cut_at_max_scan_files() {
+    for mode in WITH_MOVES {
+        let t = TestDir::new();
+        let outside = TestDir::new();
+        let mut setup = Setup::new(t.path());
+        setup.max_scan_files = 2;
+        let Some((w, rx)) = setup.start(mode) else {
+            continue;
+        };
+        let pkg = outside.path().join("big");
+        fs::create_dir(&pkg).expect("mkdir");
+        for i in 0..6 {
+            fs::write(pkg.join(format!("f{i}")), b"x").expect("write");
+        }
+        let dst = t.path().join("big");
+        fs::rename(&pkg, &dst).expect("move dir in");
+        let ev = wait_for(&rx, |e| e.path == dst && e.kind == EventKind::DirectoryScan);
+        assert!(ev.is_some(), "{mode:?}: no DirectoryScan for the cut walk");
+        assert_eq!(w.stats().scan_truncated, 1, "{mode:?}");
+    }
+}
+
+#[test]
+fn auto_prefers_fanotify_when_it_works() {
+    let t = TestDir::new();
+    let forced = Setup::new(t.path()).start(Mode::FanotifyPlain).is_some();
+    let (tx, _rx) = crossbeam_channel::bounded(8);
+    let opts = WatchOptions::new(tx, ManualClock::at_epoch_2026());
+    let w = FileWatcher::start(vec![t.path().to_path_buf()], opts).expect("auto");
+    let want = if forced {
+        Backend::Fanotify
+    } else {
+        Backend::Inotify
+    };
+    assert_eq!(w.backend(), want, "{}", w.description());
+    eprintln!("auto backend on this host: {}", w.description());
+}
+
+#[test]
+fn backend_choice_parses_and_rejects_garbage() {
+    assert_eq!("auto".parse::<BackendChoice>(), Ok(BackendChoice::Auto));
+    assert_eq!(
+        " Inotify ".parse::<BackendChoice>(),
+        Ok(BackendChoice::Inotify)
+    );
+    assert_eq!(
+        "FANOTIFY".parse::<BackendChoice>(),
+        Ok(BackendChoice::Fanotify)
+    );
+    assert!("".parse::<BackendChoice>().is_err());
+    let mut seed = 7u64;
+    for _ in 0..2_000 {
+        let len = (seed % 24) as usize;
+        let bytes: Vec<u8> = (0..len)
+            .map(|_| {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                (seed >> 33) as u8
+            })
+            .collect();
+        let s = String::from_utf8_lossy(&bytes);
+        if let Err(e) = s.parse::<BackendChoice>() {
+            assert!(!e.to_string().is_empty());
+        }
+    }
+}
+
+#[test]
+#[ignore = "benchmark: cargo test --release -- --ignored --nocapture bench_"]
+fn bench_close_write_throughput() {
+    const N: u64 = 5_000;
+    for mode in [Mode::Inotify, Mode::FanotifyFid, Mode::FanotifyPlain] {
+        let t = TestDir::new();
+        let mut setup = Setup::new(t.path());
+        setup.cap = 2 * N as usize;
+        let Some((w, _rx)) = setup.start(mode) else {
+            continue;
+        };
+        let start = Instant::now();
+        for i in 0..N {
+            fs::write(t.path().join(format!("f{i}")), b"x").expect("write");
+        }
+        let wrote = start.elapsed();
+        let s = wait_stats(&w, |s| s.events_emitted >= N);
+        let total = start.elapsed();
+        eprintln!(
+            "{mode:?}: {N} files written in {wrote:?}; {} events delivered after {total:?} \
+             ({:.0} events/s end to end; kernel events read {}, dropped {})",
+            s.events_emitted,
+            s.events_emitted as f64 / total.as_secs_f64(),
+            s.events_read,
+            s.dropped
+        );
+    }
+}

@@ -1,0 +1,2 @@
+//! Collectors: file events (fanotify/inotify); logs come later.
+pub mod files;
