@@ -13,6 +13,7 @@ pub mod findings;
 pub mod fsutil;
 pub mod http;
 pub mod queue;
+pub mod scan;
 pub mod store;
 pub mod sys;
 pub mod timefmt;

@@ -19,10 +19,22 @@ use std::sync::{Arc, OnceLock};
 
 use jiff::Timestamp;
 
+use crate::checks::jobs::ScanJobs;
 use crate::clock::SharedClock;
 use crate::config::Config;
+use crate::findings::Engine;
 use crate::http::ServerStats;
+use crate::queue::Registry;
 use crate::store::Store;
+
+/// Subsystem handles the routes read.
+pub struct Services {
+    pub registry: Arc<Registry>,
+    pub engine: Arc<Engine>,
+    pub jobs: Arc<ScanJobs>,
+    /// Component rows (watchers) reported by collectors.
+    pub components: Arc<crate::daemon::components::Components>,
+}
 
 pub use router::ROUTES;
 
@@ -48,10 +60,11 @@ pub struct App {
     pub metrics: metrics::HttpMetrics,
     pub runtime: Runtime,
     pub server: OnceLock<Arc<ServerStats>>,
+    pub services: Services,
 }
 
 impl App {
-    pub fn new(cfg: Arc<Config>, clock: SharedClock, store: Store) -> App {
+    pub fn new(cfg: Arc<Config>, clock: SharedClock, store: Store, services: Services) -> App {
         let w = &cfg.webui;
         let tokens = auth::Tokens::new(&cfg.effective_tokens(), &w.metrics_token);
         let limiter = auth::FailureLimiter::new(w.limits.auth_failures_per_minute, clock.clone());
@@ -80,6 +93,7 @@ impl App {
             metrics: metrics::HttpMetrics::default(),
             runtime,
             server: OnceLock::new(),
+            services,
         }
     }
 

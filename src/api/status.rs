@@ -14,20 +14,42 @@ use super::App;
 
 /// Feature identifiers this build supports (only what works).
 pub fn capabilities_list(_app: &App) -> Vec<&'static str> {
-    vec!["confd.dropins.v1"]
+    vec!["confd.dropins.v1", "status.queue_health.v1"]
 }
 
-/// Overall daemon state and posture from in-memory health.
-fn daemon_state(app: &App) -> (&'static str, &'static str, Vec<String>) {
+/// Overall daemon state, security posture and faults, from in-memory health.
+///
+/// `status` is the worst of the store and every queue row (`ok`, `warning`, `degraded`).
+/// `security_posture` is `critical` with an active CRITICAL finding, `warning` with daemon
+/// faults (a degraded queue, a failing store) or an active HIGH finding, else `healthy`.
+pub(super) fn daemon_state(app: &App) -> (&'static str, &'static str, Vec<String>) {
+    use crate::queue::Status;
     let mut faults = Vec::new();
+    let mut worst = Status::Ok;
     if !app.store.health().ok {
         faults.push("store: last write batch failed".to_string());
+        worst = Status::Degraded;
     }
-    if faults.is_empty() {
-        ("ok", "healthy", faults)
+    for (name, row) in app.services.registry.snapshot() {
+        if row.status == Status::Degraded {
+            faults.push(format!("queue {name} degraded"));
+        }
+        worst = worst.max(row.status);
+    }
+    let (critical, high, _) = app.services.engine.severity_counts();
+    let state = match worst {
+        Status::Ok => "ok",
+        Status::Warning => "warning",
+        Status::Degraded => "degraded",
+    };
+    let posture = if critical > 0 {
+        "critical"
+    } else if high > 0 || worst == Status::Degraded || !faults.is_empty() {
+        "warning"
     } else {
-        ("degraded", "warning", faults)
-    }
+        "healthy"
+    };
+    (state, posture, faults)
 }
 
 pub fn snapshot(app: &App) -> Value {
@@ -90,15 +112,20 @@ pub fn health(app: &App, _req: &Request, _c: &Caller) -> Response {
                 "open_connections": server.map(|s| s.open_connections.load(Ordering::Relaxed)).unwrap_or(0),
                 "sse_streams": server.map(|s| s.sse_streams.load(Ordering::Relaxed)).unwrap_or(0),
             },
-            "watchers": {},
-            "engines": {},
+            "watchers": Value::Object(app.services.components.map()),
+            "engines": { "findings": {
+                "active": app.services.engine.active_len(),
+                "dispatched_total": app.services.engine.counters.dispatched.load(Ordering::Relaxed),
+                "parked": app.services.engine.parked_len(),
+            } },
+            "queues": app.services.registry.snapshot(),
         }),
     )
 }
 
 pub fn components(app: &App, _req: &Request, _c: &Caller) -> Response {
     let store = app.store.health();
-    let items = vec![
+    let mut items = vec![
         json!({ "name": "http", "kind": "server", "state": "running", "attached": true,
                 "listen": app.cfg.webui.listen.to_string() }),
         json!({ "name": "store", "kind": "store", "state": if store.ok { "ok" } else { "failing" }, "attached": true,
@@ -106,6 +133,7 @@ pub fn components(app: &App, _req: &Request, _c: &Caller) -> Response {
         json!({ "name": "control_socket", "kind": "control", "state": "running", "attached": true,
                 "path": app.cfg.socket_path().display().to_string() }),
     ];
+    items.extend(app.services.components.rows());
     Response::json(200, &json!({ "items": items, "total": items.len() }))
 }
 
@@ -211,9 +239,69 @@ pub fn metrics(app: &App, _req: &Request, _c: &Caller) -> Response {
         "Active browser sessions.",
         app.sessions.count(),
     );
+    let (critical, high, warning) = app.services.engine.severity_counts();
+    let _ = writeln!(
+        out,
+        "# HELP svc_findings_active Active findings by severity.\n# TYPE svc_findings_active gauge"
+    );
+    for (sev, n) in [("CRITICAL", critical), ("HIGH", high), ("WARNING", warning)] {
+        let _ = writeln!(out, "svc_findings_active{{severity=\"{sev}\"}} {n}");
+    }
+    queue_metrics(&mut out, &app.services.registry.snapshot());
     Response::new(
         200,
         "text/plain; version=0.0.4; charset=utf-8",
         out.into_bytes(),
     )
+}
+
+/// Every queue row as metrics, labelled by queue name.
+fn queue_metrics(out: &mut String, rows: &std::collections::BTreeMap<String, crate::queue::Row>) {
+    type Field = fn(&crate::queue::Row) -> Option<f64>;
+    let families: [(&str, &str, &str, Field); 7] = [
+        ("svc_queue_waiting", "gauge", "Units waiting.", |r| {
+            r.waiting.map(|w| w as f64)
+        }),
+        ("svc_queue_running", "gauge", "Units running.", |r| {
+            Some(r.running as f64)
+        }),
+        (
+            "svc_queue_dropped_total",
+            "counter",
+            "Losses since start.",
+            |r| Some(r.dropped_total as f64),
+        ),
+        (
+            "svc_queue_dropped_last_minute",
+            "gauge",
+            "Losses in the last minute.",
+            |r| Some(r.dropped_last_minute as f64),
+        ),
+        (
+            "svc_queue_oldest_waiting_age_seconds",
+            "gauge",
+            "Age of the oldest waiting unit.",
+            |r| r.oldest_waiting_age_seconds,
+        ),
+        (
+            "svc_queue_lag_seconds",
+            "gauge",
+            "Lag by the row's basis.",
+            |r| r.lag_seconds,
+        ),
+        (
+            "svc_queue_status",
+            "gauge",
+            "0 ok, 1 warning, 2 degraded.",
+            |r| Some(r.status as u8 as f64),
+        ),
+    ];
+    for (name, kind, help, get) in families {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (q, row) in rows {
+            if let Some(v) = get(row) {
+                let _ = writeln!(out, "{name}{{queue=\"{}\"}} {v}", label(q));
+            }
+        }
+    }
 }

@@ -14,6 +14,7 @@ pub mod cron;
 pub mod fsread;
 pub mod glob;
 pub mod hardening;
+pub mod jobs;
 pub mod mountinfo;
 pub mod phpini;
 pub mod sink;

@@ -1,5 +1,7 @@
 //! Command line: subcommands and their flags, each defined once (usage and parsing).
 
+pub mod check;
+pub mod doctor;
 pub mod status;
 pub mod validate;
 
@@ -54,6 +56,21 @@ pub static SUBCOMMANDS: &[Subcommand] = &[
         ],
     },
     Subcommand {
+        name: "doctor",
+        summary: "named health checks of the running daemon: config, store, TLS, collectors, queues; exit 1 when anything is degraded",
+        flags: &[("--json", "print the checks as JSON"), CONFIG_FLAG, ("--dev", "talk to a daemon started with --dev in this directory"), HELP_FLAG],
+    },
+    Subcommand {
+        name: "check",
+        summary: "run every scheduled check through the daemon now and print its findings",
+        flags: &[("--json", "print the scan job and its findings as JSON"), CONFIG_FLAG, ("--dev", "talk to a daemon started with --dev in this directory"), HELP_FLAG],
+    },
+    Subcommand {
+        name: "quarantine",
+        summary: "list quarantined files, or restore one exactly (`svc quarantine list`, `svc quarantine restore ID`)",
+        flags: &[("--json", "print JSON"), CONFIG_FLAG, ("--dev", "talk to a daemon started with --dev in this directory"), HELP_FLAG],
+    },
+    Subcommand {
         name: "version",
         summary: "print the version",
         flags: &[HELP_FLAG],
@@ -90,6 +107,8 @@ pub struct Flags {
     pub dev: bool,
     pub json: bool,
     pub help: bool,
+    /// Positional arguments (only subcommands that take them accept any).
+    pub positional: Vec<String>,
 }
 
 /// A usage error: message for stderr, exit 2.
@@ -190,6 +209,9 @@ pub fn main(args: Vec<OsString>) -> i32 {
         }
         "validate" => validate::run(&flags),
         "status" => status::run(&flags),
+        "doctor" => doctor::run(&flags),
+        "check" => check::run(&flags),
+        "quarantine" => check::quarantine(&flags),
         "version" => {
             println!("svc {}", env!("CARGO_PKG_VERSION"));
             0

@@ -105,11 +105,57 @@ pub struct WebUi {
     pub limits: HttpLimits,
 }
 
+/// Detector and response settings (`logs`, `files`, `thresholds`, `auto_response`, `checks`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Engine {
+    /// `logs.auth`: authentication logs to tail.
+    pub auth_logs: Vec<PathBuf>,
+    /// `files.watch`: roots of the file watcher.
+    pub watch_roots: Vec<PathBuf>,
+    /// `files.backend`: `auto`, `fanotify` or `inotify`.
+    pub watch_backend: String,
+    /// `thresholds.auth_failures`: failures from one address within the window.
+    pub auth_failures: u32,
+    /// `thresholds.auth_window_seconds`.
+    pub auth_window_seconds: u64,
+    /// `auto_response.quarantine`: move high-confidence malware into quarantine.
+    pub auto_quarantine: bool,
+    /// `checks.critical_interval_min` (0 disables the schedule).
+    pub critical_interval_min: u64,
+    /// `checks.deep_interval_min` (0 disables the schedule).
+    pub deep_interval_min: u64,
+    /// `checks.root`: the host layout checks read is taken under this directory.
+    pub checks_root: PathBuf,
+    /// `checks.web_roots`: web roots for the PHP checks (default: the usual layout under `checks.root`).
+    pub web_roots: Option<Vec<PathBuf>>,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Engine {
+            auth_logs: vec![
+                PathBuf::from("/var/log/auth.log"),
+                PathBuf::from("/var/log/secure"),
+            ],
+            watch_roots: vec![PathBuf::from("/var/www")],
+            watch_backend: "auto".into(),
+            auth_failures: 5,
+            auth_window_seconds: 600,
+            auto_quarantine: false,
+            critical_interval_min: 10,
+            deep_interval_min: 60,
+            checks_root: PathBuf::from("/"),
+            web_roots: None,
+        }
+    }
+}
+
 /// The validated configuration.
 #[derive(Clone, Debug)]
 pub struct Config {
     pub state_path: PathBuf,
     pub webui: WebUi,
+    pub engine: Engine,
     /// Files read, main file first.
     pub sources: Vec<PathBuf>,
     /// SHA-256 of the merged configuration (hex).
@@ -220,6 +266,7 @@ pub fn from_table(
     }
 
     let webui = read_webui(&mut r, &mut errs);
+    let engine = read_engine(&mut r, &mut errs);
     r.finish(&mut errs);
 
     if !errs.0.is_empty() {
@@ -230,6 +277,7 @@ pub fn from_table(
     Ok(Config {
         state_path: PathBuf::from(state_path),
         webui,
+        engine,
         sources,
         hash,
         dev: false,
@@ -350,6 +398,81 @@ fn read_webui(root: &mut TableReader<'_>, errs: &mut Errors) -> WebUi {
         session_max_hours,
         tokens,
         limits,
+    }
+}
+
+fn absolute_paths(list: Vec<String>, key: &str, errs: &mut Errors) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for (i, p) in list.into_iter().enumerate() {
+        if p.starts_with('/') {
+            out.push(PathBuf::from(p));
+        } else {
+            errs.push(format!("{key}[{i}]"), "must be an absolute path");
+        }
+    }
+    out
+}
+
+fn read_engine(root: &mut TableReader<'_>, errs: &mut Errors) -> Engine {
+    let d = Engine::default();
+    let mut logs = root.table("logs", errs);
+    let auth = logs.string_list("auth", &["/var/log/auth.log", "/var/log/secure"], errs);
+    let auth_logs = absolute_paths(auth, &logs.key("auth"), errs);
+    logs.finish(errs);
+
+    let mut files = root.table("files", errs);
+    let watch = files.string_list("watch", &["/var/www"], errs);
+    let watch_roots = absolute_paths(watch, &files.key("watch"), errs);
+    let watch_backend = files.string("backend", "auto", errs);
+    if !["auto", "fanotify", "inotify"].contains(&watch_backend.as_str()) {
+        errs.push(
+            files.key("backend"),
+            "must be \"auto\", \"fanotify\" or \"inotify\"",
+        );
+    }
+    files.finish(errs);
+
+    let mut th = root.table("thresholds", errs);
+    let auth_failures = th.int("auth_failures", d.auth_failures as i64, 1, 1_000_000, errs) as u32;
+    let auth_window_seconds = th.int(
+        "auth_window_seconds",
+        d.auth_window_seconds as i64,
+        1,
+        7 * 86_400,
+        errs,
+    ) as u64;
+    th.finish(errs);
+
+    let mut ar = root.table("auto_response", errs);
+    let auto_quarantine = ar.bool("quarantine", false, errs);
+    ar.finish(errs);
+
+    let mut ck = root.table("checks", errs);
+    let critical_interval_min = ck.int("critical_interval_min", 10, 0, 7 * 24 * 60, errs) as u64;
+    let deep_interval_min = ck.int("deep_interval_min", 60, 0, 7 * 24 * 60, errs) as u64;
+    let checks_root = ck.string("root", "/", errs);
+    if !checks_root.starts_with('/') {
+        errs.push(ck.key("root"), "must be an absolute path");
+    }
+    let web_roots = if ck.has("web_roots") {
+        let key = ck.key("web_roots");
+        let list = ck.string_list("web_roots", &[], errs);
+        Some(absolute_paths(list, &key, errs))
+    } else {
+        None
+    };
+    ck.finish(errs);
+    Engine {
+        auth_logs,
+        watch_roots,
+        watch_backend,
+        auth_failures,
+        auth_window_seconds,
+        auto_quarantine,
+        critical_interval_min,
+        deep_interval_min,
+        checks_root: PathBuf::from(checks_root),
+        web_roots,
     }
 }
 

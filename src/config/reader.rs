@@ -64,7 +64,6 @@ pub struct TableReader<'a> {
     seen: Vec<&'a str>,
 }
 
-#[allow(dead_code)] // bool and string_list serve the engine keys
 impl<'a> TableReader<'a> {
     pub fn new(table: Option<&'a Table>, prefix: impl Into<String>) -> Self {
         TableReader {
@@ -72,6 +71,11 @@ impl<'a> TableReader<'a> {
             prefix: prefix.into(),
             seen: Vec::new(),
         }
+    }
+
+    /// True when the table has `key` (without consuming it).
+    pub fn has(&self, key: &str) -> bool {
+        self.table.is_some_and(|t| t.contains_key(key))
     }
 
     pub fn key(&self, key: &str) -> String {

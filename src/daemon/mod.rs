@@ -4,8 +4,10 @@
 //! migrations, end leftover sessions, TLS, HTTP listener, control socket. SIGTERM or SIGINT
 //! stop the HTTP server and the control socket, drain the store writer and exit 0.
 
+pub mod components;
 pub mod control;
 pub mod dev;
+pub mod doctor;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -16,9 +18,13 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::api::App;
+use crate::checks::jobs::{JobKind, ScanJobs};
+use crate::checks::CheckContext;
 use crate::clock::SystemClock;
 use crate::config::{self, Config};
+use crate::findings::Engine;
 use crate::http::{self, Server};
+use crate::queue::Registry;
 use crate::store::Store;
 
 /// How the daemon was asked to start.
@@ -90,7 +96,44 @@ pub fn run(opts: Options) -> Result<(), String> {
     let tls = http::tls::server_config(&cert, &key).map_err(|e| format!("TLS: {e}"))?;
 
     let clock = SystemClock::shared();
-    let app = Arc::new(App::new(cfg.clone(), clock, store.clone()));
+    let registry = Registry::new();
+    let engine = Engine::new(clock.clone(), store.clone(), &registry, &cfg.state_path)?;
+    engine.register_scheduled_checks(
+        crate::checks::critical_checks()
+            .iter()
+            .chain(crate::checks::deep_checks())
+            .map(|c| c.name),
+    );
+    let components = Arc::new(components::Components::default());
+    let check_ctx = check_context(&cfg, clock.clone());
+    let jobs = ScanJobs::new(
+        clock.clone(),
+        store.clone(),
+        engine.clone(),
+        check_ctx,
+        &registry,
+    )?;
+    let collectors = crate::watch::start_collectors(
+        &cfg,
+        clock.clone(),
+        &engine,
+        &registry,
+        &components,
+        &store,
+    )?;
+    engine.start()?;
+    let minutes = |m: u64| (m > 0).then(|| std::time::Duration::from_secs(m * 60));
+    jobs.start(
+        minutes(cfg.engine.critical_interval_min),
+        minutes(cfg.engine.deep_interval_min),
+    )?;
+    let services = crate::api::Services {
+        registry: registry.clone(),
+        engine: engine.clone(),
+        jobs: jobs.clone(),
+        components: components.clone(),
+    };
+    let app = Arc::new(App::new(cfg.clone(), clock, store.clone(), services));
     {
         let app = app.clone();
         let _ = std::thread::Builder::new()
@@ -110,12 +153,13 @@ pub fn run(opts: Options) -> Result<(), String> {
 
     let control = {
         let app = app.clone();
-        let handler: Arc<control::CommandFn> =
-            Arc::new(move |cmd: &str, _args: &Value| match cmd {
-                "status" => Some(json!({ "snapshot": app.status_snapshot() })),
-                "ping" => Some(json!({ "ok": true })),
-                _ => None,
-            });
+        let handler: Arc<control::CommandFn> = Arc::new(move |cmd: &str, args: &Value| match cmd {
+            "status" => Some(json!({ "snapshot": app.status_snapshot() })),
+            "doctor" => Some(doctor::report(&app)),
+            "check" => Some(run_check(&app)),
+            "ping" => Some(json!({ "ok": true })),
+            _ => crate::watch::control_command(&app, cmd, args),
+        });
         control::ControlServer::start(&cfg.socket_path(), handler)
             .map_err(|e| format!("control socket {}: {e}", cfg.socket_path().display()))?
     };
@@ -137,9 +181,40 @@ pub fn run(opts: Options) -> Result<(), String> {
     stopper.stop();
     let _ = http_thread.join();
     control.stop();
+    collectors.stop();
+    jobs.shutdown();
+    engine.shutdown();
     store.close();
     log::info!("stopped");
     Ok(())
+}
+
+/// The check context from `checks.root` and `checks.web_roots`.
+pub fn check_context(cfg: &Config, clock: crate::clock::SharedClock) -> CheckContext {
+    let mut b = CheckContext::builder(clock).system_layout(&cfg.engine.checks_root);
+    if let Some(roots) = &cfg.engine.web_roots {
+        b = b.web_roots(roots.clone());
+    }
+    b.build()
+}
+
+/// `svc check`: a full scan through the daemon, waiting for its findings.
+fn run_check(app: &App) -> Value {
+    match app
+        .services
+        .jobs
+        .request(JobKind::Full, Some(std::time::Duration::from_secs(600)))
+    {
+        Ok(Some(result)) => {
+            // Make the findings visible before answering.
+            app.services
+                .engine
+                .flush(std::time::Duration::from_secs(10));
+            json!({ "ok": true, "job": result })
+        }
+        Ok(None) => json!({ "error": "scan job queued without a result" }),
+        Err(e) => json!({ "error": e }),
+    }
 }
 
 fn announce(cfg: &Config, addr: std::net::SocketAddr, dev: Option<&dev::DevTokens>) {

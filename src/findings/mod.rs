@@ -1,3 +1,7 @@
-//! Findings: the model, the ingest dispatcher, the active set.
+//! Findings: the model, the ingest dispatcher, the active set, parked findings.
+pub mod active;
+pub mod engine;
 pub mod model;
+pub mod pending;
+pub use engine::{Engine, Ingest};
 pub use model::{Finding, Severity};

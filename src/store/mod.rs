@@ -6,6 +6,8 @@
 //! - [`Store::write`] returns only after the job's transaction committed (or failed).
 //! - Health is read from atomics ([`Store::health`]); it never touches the database.
 
+pub mod findings;
+pub mod quarantine;
 mod schema;
 
 use std::any::Any;

@@ -27,6 +27,60 @@ const MIGRATIONS: &[&str] = &[
         outcome TEXT NOT NULL,
         remote_ip TEXT NOT NULL
     );",
+    // 2: findings history, active set, source checkpoints, scan jobs, quarantine
+    "CREATE TABLE history (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at INTEGER NOT NULL,
+        check_name TEXT NOT NULL,
+        severity INTEGER NOT NULL,
+        message TEXT NOT NULL,
+        details TEXT NOT NULL,
+        account TEXT,
+        ip TEXT,
+        path TEXT
+    );
+    CREATE INDEX history_at ON history(at);
+    CREATE INDEX history_check_at ON history(check_name, at);
+    CREATE TABLE active_findings (
+        check_name TEXT NOT NULL,
+        message TEXT NOT NULL,
+        severity INTEGER NOT NULL,
+        details TEXT NOT NULL,
+        account TEXT,
+        ip TEXT,
+        path TEXT,
+        first_seen INTEGER NOT NULL,
+        last_seen INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        PRIMARY KEY (check_name, message)
+    );
+    CREATE TABLE source_checkpoints (
+        source TEXT PRIMARY KEY,
+        inode INTEGER NOT NULL,
+        offset INTEGER NOT NULL,
+        updated INTEGER NOT NULL
+    );
+    CREATE TABLE scan_jobs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL,
+        state TEXT NOT NULL,
+        reason TEXT,
+        requested INTEGER NOT NULL,
+        started INTEGER,
+        finished INTEGER,
+        findings INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE quarantine (
+        id TEXT PRIMARY KEY,
+        record TEXT NOT NULL,
+        original_path TEXT NOT NULL,
+        check_name TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        account TEXT,
+        at INTEGER NOT NULL,
+        restored_at INTEGER
+    );
+    CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
 ];
 
 /// Applies pending migrations.

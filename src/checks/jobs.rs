@@ -1,0 +1,365 @@
+//! Scan jobs: `scans.jobs` (8 waiting, 1 worker) and `scans.admission`, job records in the
+//! store, the critical/deep schedule, and `latest_scan`.
+//!
+//! Records left `queued` or `running` by a previous process become `error` with reason
+//! `daemon_restarted` at startup and count as losses of `scans.jobs`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{bounded, Sender};
+use jiff::Timestamp;
+use parking_lot::Mutex;
+use serde::Serialize;
+
+use super::{critical_checks, deep_checks, CheckContext, NamedCheck};
+use crate::clock::SharedClock;
+use crate::findings::{Engine, Finding, Ingest};
+use crate::queue::{BoundedQueue, LagBasis, PopError, QueueHealth, Registry, RowConfig, RowHandle};
+use crate::store::{Store, StoreError};
+
+/// Waiting jobs at most.
+pub const JOB_CAPACITY: u64 = 8;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobKind {
+    Critical,
+    Deep,
+    Full,
+}
+
+impl JobKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::Critical => "critical",
+            JobKind::Deep => "deep",
+            JobKind::Full => "full",
+        }
+    }
+
+    fn checks(self) -> Vec<NamedCheck> {
+        match self {
+            JobKind::Critical => critical_checks().to_vec(),
+            JobKind::Deep => deep_checks().to_vec(),
+            JobKind::Full => critical_checks()
+                .iter()
+                .chain(deep_checks())
+                .cloned()
+                .collect(),
+        }
+    }
+}
+
+/// What a finished job reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobResult {
+    pub id: i64,
+    pub kind: JobKind,
+    pub state: String,
+    pub findings: Vec<Finding>,
+    #[serde(serialize_with = "crate::timefmt::ser")]
+    pub finished: Timestamp,
+}
+
+struct Job {
+    id: i64,
+    kind: JobKind,
+    reply: Option<Sender<JobResult>>,
+}
+
+pub struct ScanJobs {
+    clock: SharedClock,
+    store: Store,
+    engine: Arc<Engine>,
+    ctx: CheckContext,
+    queue: BoundedQueue<Job>,
+    _jobs_row: RowHandle,
+    admission_row: RowHandle,
+    latest_scan: Mutex<Option<Timestamp>>,
+    hardening: Mutex<Option<serde_json::Value>>,
+    stop: AtomicBool,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+fn micros(t: Timestamp) -> i64 {
+    t.as_microsecond()
+}
+
+impl ScanJobs {
+    /// Builds the job rows, marks leftovers of a previous process and loads `latest_scan`.
+    pub fn new(
+        clock: SharedClock,
+        store: Store,
+        engine: Arc<Engine>,
+        ctx: CheckContext,
+        registry: &Arc<Registry>,
+    ) -> Result<Arc<ScanJobs>, String> {
+        let queue = BoundedQueue::new(
+            clock.clone(),
+            RowConfig::new("jobs")
+                .capacity(JOB_CAPACITY)
+                .lag_basis(LagBasis::OperationProgress)
+                .running_slots(1),
+        )
+        .map_err(|e| format!("scans.jobs: {e:?}"))?;
+        // Checks may legitimately run long; a full deep scan gets a 15-minute budget.
+        let mut cfg = RowConfig::new("jobs").lag_basis(LagBasis::OperationProgress);
+        cfg.capacity = None;
+        let admission = QueueHealth::new(clock.clone(), cfg);
+        let jobs_row = registry
+            .register("scans.jobs", queue.health().clone())
+            .map_err(|e| format!("{e:?}"))?;
+        let admission_row = registry
+            .register("scans.admission", admission)
+            .map_err(|e| format!("{e:?}"))?;
+        let now = clock.now();
+        let leftovers = store
+            .write(move |c| {
+                c.execute(
+                    "UPDATE scan_jobs SET state = 'error', reason = 'daemon_restarted', finished = ?1 WHERE state IN ('queued', 'running')",
+                    [micros(now)],
+                )
+            })
+            .map_err(|e| format!("marking leftover scan jobs: {e}"))?;
+        if leftovers > 0 {
+            log::warn!("{leftovers} scan jobs left by the previous process marked error (daemon_restarted)");
+            queue.health().record_losses(leftovers as u64);
+        }
+        let latest: Option<i64> = store
+            .read(|c| {
+                c.query_row(
+                    "SELECT max(finished) FROM scan_jobs WHERE state = 'done'",
+                    [],
+                    |r| r.get(0),
+                )
+            })
+            .map_err(|e| format!("reading scan jobs: {e}"))?;
+        let hardening: Option<String> = store
+            .read(|c| {
+                c.query_row("SELECT value FROM kv WHERE key = 'hardening'", [], |r| {
+                    r.get(0)
+                })
+                .or_else(|e| {
+                    if matches!(e, rusqlite::Error::QueryReturnedNoRows) {
+                        Ok(None)
+                    } else {
+                        Err(e)
+                    }
+                })
+            })
+            .unwrap_or(None);
+        Ok(Arc::new(ScanJobs {
+            clock,
+            store,
+            engine,
+            ctx,
+            queue,
+            _jobs_row: jobs_row,
+            admission_row,
+            latest_scan: Mutex::new(latest.and_then(|m| Timestamp::from_microsecond(m).ok())),
+            hardening: Mutex::new(hardening.and_then(|s| serde_json::from_str(&s).ok())),
+            stop: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// Starts the worker and, when intervals are given, the scheduler.
+    pub fn start(
+        self: &Arc<Self>,
+        critical_every: Option<Duration>,
+        deep_every: Option<Duration>,
+    ) -> Result<(), String> {
+        let me = self.clone();
+        let worker = std::thread::Builder::new()
+            .name("scan-worker".into())
+            .spawn(move || me.work())
+            .map_err(|e| e.to_string())?;
+        self.threads.lock().push(worker);
+        if critical_every.is_some() || deep_every.is_some() {
+            let me = self.clone();
+            let t = std::thread::Builder::new()
+                .name("scan-scheduler".into())
+                .spawn(move || me.schedule(critical_every, deep_every))
+                .map_err(|e| e.to_string())?;
+            self.threads.lock().push(t);
+        }
+        Ok(())
+    }
+
+    pub fn latest_scan(&self) -> Option<Timestamp> {
+        *self.latest_scan.lock()
+    }
+
+    /// The last stored hardening audit.
+    pub fn hardening(&self) -> Option<serde_json::Value> {
+        self.hardening.lock().clone()
+    }
+
+    /// Queues a job. With `wait`, blocks until it finishes (or `timeout`).
+    pub fn request(
+        &self,
+        kind: JobKind,
+        wait: Option<Duration>,
+    ) -> Result<Option<JobResult>, String> {
+        let admission = self.admission_row.health();
+        let admitted = admission.start_running();
+        let now = self.clock.now();
+        let id = self
+            .store
+            .write(move |c| {
+                c.execute(
+                    "INSERT INTO scan_jobs(kind, state, requested) VALUES (?1, 'queued', ?2)",
+                    rusqlite::params![kind.as_str(), micros(now)],
+                )?;
+                Ok(c.last_insert_rowid())
+            })
+            .map_err(|e: StoreError| {
+                admission.record_loss();
+                format!("cannot record the scan job: {e}")
+            })?;
+        let (tx, rx) = bounded(1);
+        let job = Job {
+            id,
+            kind,
+            reply: wait.map(|_| tx),
+        };
+        let pushed = self.queue.try_push(job);
+        admitted.finish();
+        if let Err(refused) = pushed {
+            drop(refused); // counted as one loss of scans.jobs
+            let _ = self.store.write_detached(move |c| {
+                c.execute(
+                    "UPDATE scan_jobs SET state = 'error', reason = 'queue_full' WHERE id = ?1",
+                    [id],
+                )
+                .map(|_| ())
+            });
+            return Err("scan queue is full (8 jobs waiting); try again later".to_string());
+        }
+        match wait {
+            None => Ok(None),
+            Some(t) => rx
+                .recv_timeout(t)
+                .map(Some)
+                .map_err(|_| format!("scan job {id} did not finish in time")),
+        }
+    }
+
+    fn schedule(&self, critical: Option<Duration>, deep: Option<Duration>) {
+        let nanos = |d: Duration| d.as_nanos().min(i64::MAX as u128) as i64;
+        let start = self.clock.monotonic_nanos();
+        let (mut next_c, mut next_d) = (start, start);
+        while !self.stop.load(Ordering::SeqCst) {
+            let now = self.clock.monotonic_nanos();
+            if let Some(c) = critical {
+                if now >= next_c {
+                    next_c = now + nanos(c);
+                    if let Err(e) = self.request(JobKind::Critical, None) {
+                        log::warn!("scheduled critical scan not queued: {e}");
+                    }
+                }
+            }
+            if let Some(d) = deep {
+                if now >= next_d {
+                    next_d = now + nanos(d);
+                    if let Err(e) = self.request(JobKind::Deep, None) {
+                        log::warn!("scheduled deep scan not queued: {e}");
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    fn work(&self) {
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let guard = match self.queue.pop_timeout(Duration::from_millis(500)) {
+                Ok(g) => g,
+                Err(PopError::Timeout) => continue,
+                Err(PopError::Closed) => break,
+            };
+            let (id, kind) = (guard.id, guard.kind);
+            let started = self.clock.now();
+            let _ = self.store.write_detached(move |c| {
+                c.execute(
+                    "UPDATE scan_jobs SET state = 'running', started = ?2 WHERE id = ?1",
+                    rusqlite::params![id, micros(started)],
+                )
+                .map(|_| ())
+            });
+            let mut all = Vec::new();
+            for check in kind.checks() {
+                let findings = super::run_all(std::slice::from_ref(&check), &self.ctx);
+                let messages: Vec<String> = findings.iter().map(|f| f.message.clone()).collect();
+                for f in &findings {
+                    if !self
+                        .engine
+                        .submit_wait(Ingest::Finding(f.clone()), Duration::from_secs(5))
+                    {
+                        log::warn!("finding of {} refused by a full ingest queue", check.name);
+                    }
+                }
+                self.engine.submit_wait(
+                    Ingest::CheckCompleted {
+                        check: check.name.to_string(),
+                        messages,
+                    },
+                    Duration::from_secs(5),
+                );
+                all.extend(findings);
+            }
+            if matches!(kind, JobKind::Deep | JobKind::Full) {
+                self.store_hardening();
+            }
+            let finished = self.clock.now();
+            let n = all.len() as i64;
+            let committed = self.store.write(move |c| {
+                c.execute(
+                    "UPDATE scan_jobs SET state = 'done', finished = ?2, findings = ?3 WHERE id = ?1",
+                    rusqlite::params![id, micros(finished), n],
+                )
+            });
+            if let Err(e) = committed {
+                log::warn!("scan job {id}: cannot record completion: {e}");
+            }
+            *self.latest_scan.lock() = Some(finished);
+            let job = guard.finish();
+            if let Some(reply) = job.reply {
+                let _ = reply.send(JobResult {
+                    id,
+                    kind,
+                    state: "done".into(),
+                    findings: all,
+                    finished,
+                });
+            }
+        }
+    }
+
+    fn store_hardening(&self) {
+        let report = super::hardening_audit(&self.ctx);
+        let Ok(value) = serde_json::to_value(&report) else {
+            return;
+        };
+        let text = value.to_string();
+        *self.hardening.lock() = Some(value);
+        let _ = self.store.write_detached(move |c| {
+            c.execute("INSERT INTO kv(key, value) VALUES ('hardening', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value", [text])
+                .map(|_| ())
+        });
+    }
+
+    pub fn shutdown(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.queue.close();
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! `svc doctor`: named checks over config, store, TLS, collectors and every queue row.
+//!
+//! Each check has a `status` of `ok`, `warning`, `degraded` or `fail`; the command exits
+//! non-zero when any check is `degraded` or `fail`. Reads memory and a few file metadata.
+
+use std::os::unix::fs::PermissionsExt;
+
+use serde_json::{json, Value};
+
+use crate::api::App;
+use crate::queue::{LagBasis, Status};
+
+fn check(name: &str, status: &str, detail: impl Into<String>) -> Value {
+    json!({ "name": name, "status": status, "detail": detail.into() })
+}
+
+/// The doctor report of a running daemon.
+pub fn report(app: &App) -> Value {
+    let mut checks = Vec::new();
+    let cfg = &app.cfg;
+    checks.push(check(
+        "config",
+        "ok",
+        format!(
+            "{} file(s), hash {}",
+            cfg.sources.len().max(1),
+            &cfg.hash[..12.min(cfg.hash.len())]
+        ),
+    ));
+    let store = app.store.health();
+    checks.push(check(
+        "store",
+        if store.ok { "ok" } else { "degraded" },
+        format!(
+            "{} ({} writes, {} failed, {} refused)",
+            store.path, store.writes_ok, store.writes_failed, store.writes_refused
+        ),
+    ));
+    let (cert, key) = if cfg.webui.tls_cert.is_empty() {
+        crate::http::tls::generated_paths(&cfg.state_path)
+    } else {
+        (
+            cfg.webui.tls_cert.clone().into(),
+            cfg.webui.tls_key.clone().into(),
+        )
+    };
+    let tls = match (std::fs::metadata(&cert), std::fs::metadata(&key)) {
+        (Ok(_), Ok(k)) if k.permissions().mode() & 0o077 == 0 => {
+            check("tls", "ok", format!("{}", cert.display()))
+        }
+        (Ok(_), Ok(_)) => check(
+            "tls",
+            "warning",
+            format!("{} is readable by group or others", key.display()),
+        ),
+        _ => check(
+            "tls",
+            "fail",
+            format!("{} or {} is missing", cert.display(), key.display()),
+        ),
+    };
+    checks.push(tls);
+    for c in app.services.components.rows() {
+        let attached = c["attached"].as_bool().unwrap_or(false);
+        let name = format!("collector:{}", c["name"].as_str().unwrap_or("?"));
+        let detail = c["detail"].as_str().unwrap_or("").to_string();
+        checks.push(check(
+            &name,
+            if attached { "ok" } else { "warning" },
+            detail,
+        ));
+    }
+    for (name, row) in app.services.registry.snapshot() {
+        let status = match row.status {
+            Status::Ok => "ok",
+            Status::Warning => "warning",
+            Status::Degraded => "degraded",
+        };
+        let mut conds: Vec<String> = row.conditions.iter().map(|c| format!("{c:?}")).collect();
+        if row.lag_basis == LagBasis::ObservedAge && row.lag_seconds.unwrap_or(0.0) > 0.0 {
+            conds.push("observed_lag".into());
+        }
+        let detail = format!(
+            "waiting {} running {} dropped {} (last minute {}) lag {}s{}",
+            row.waiting
+                .map(|w| w.to_string())
+                .unwrap_or_else(|| "unknown".into()),
+            row.running,
+            row.dropped_total,
+            row.dropped_last_minute,
+            row.lag_seconds
+                .map(|l| format!("{l:.1}"))
+                .unwrap_or_else(|| "?".into()),
+            if conds.is_empty() {
+                String::new()
+            } else {
+                format!(" conditions {}", conds.join(","))
+            }
+        );
+        checks.push(json!({ "name": format!("queue:{name}"), "status": status, "detail": detail, "row": row }));
+    }
+    let failing = checks
+        .iter()
+        .any(|c| matches!(c["status"].as_str(), Some("degraded" | "fail")));
+    json!({ "ok": !failing, "checks": checks })
+}

@@ -1,0 +1,929 @@
+//! Content signatures: files closed after write are matched against shipped rules
+//! (`rules/signatures/*.toml`, format in [`rules`]) and optional extra rule files.
+//!
+//! How a scan works:
+//! 1. The path decides which rules apply (extension, file name, path conditions); a file no
+//!    rule applies to is not read at all.
+//! 2. The bytes scanned are the whole file up to [`ScanLimits::whole_file_max`] (1 MiB), else a
+//!    head and a tail window (256 KiB each), so payloads appended to big files are found.
+//! 3. The window is ASCII-lower-cased once. One Aho-Corasick automaton over every rule's
+//!    lower-cased anchor literals runs on that copy (case-sensitive anchors are then verified
+//!    byte for byte on the original) and yields the candidate rules.
+//! 4. Only candidates are evaluated: `all` / `any` / `none` literals (each searched at most once
+//!    per window), then regexes. `nocase` literals and regexes run case-sensitively on the
+//!    lower-cased copy (see `fold`), which keeps the regex engine's literal optimisations.
+//!
+//! Guarantees: scanning never panics on any bytes; reads never exceed the windows; every
+//! refusal and skipped byte is counted in [`SignatureStats`]. Each window is evaluated on its
+//! own (a rule whose parts are split between head and tail does not match); a payload only in
+//! the unread middle of a large file is not found (counted in `bytes_skipped`).
+
+mod fold;
+mod rules;
+mod window;
+mod yara;
+
+#[cfg(test)]
+mod corpus_tests;
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
+use jiff::Timestamp;
+use memchr::memmem;
+use regex::bytes::Regex;
+use serde::Serialize;
+
+use crate::findings::{Finding, Severity};
+
+pub use rules::{
+    Confidence, Rule, RuleError, RuleErrorKind, EXTENSION_GROUPS, MAX_LIST_LEN, MAX_LITERAL_BYTES,
+    MAX_REGEX_BYTES, MAX_RULES, MAX_RULE_FILE_BYTES, MIN_ANCHOR_BYTES,
+};
+pub use window::ScanLimits;
+pub use yara::to_yara;
+
+/// The shipped rule files, embedded at build time: `(source name, TOML text)`.
+pub const SHIPPED: &[(&str, &str)] = &[
+    (
+        "rules/signatures/webshell.toml",
+        include_str!("../../rules/signatures/webshell.toml"),
+    ),
+    (
+        "rules/signatures/obfuscated_php.toml",
+        include_str!("../../rules/signatures/obfuscated_php.toml"),
+    ),
+    (
+        "rules/signatures/php_in_uploads.toml",
+        include_str!("../../rules/signatures/php_in_uploads.toml"),
+    ),
+    (
+        "rules/signatures/htaccess.toml",
+        include_str!("../../rules/signatures/htaccess.toml"),
+    ),
+    (
+        "rules/signatures/phishing.toml",
+        include_str!("../../rules/signatures/phishing.toml"),
+    ),
+    (
+        "rules/signatures/malicious_js.toml",
+        include_str!("../../rules/signatures/malicious_js.toml"),
+    ),
+];
+
+/// Most extra rule files read from a directory; the rest are refused (and counted).
+pub const MAX_EXTRA_RULE_FILES: usize = 256;
+
+/// One rule that matched one file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Match {
+    pub rule_id: String,
+    /// The rule's snake_case name, e.g. `php_eval_request`.
+    pub name: String,
+    /// The rule's category, e.g. `webshell`; the finding's `check`.
+    pub category: String,
+    pub severity: Severity,
+    pub confidence: Confidence,
+    /// Absolute byte offset in the file of the first regex match (or of the first anchor
+    /// when the rule has no regex).
+    pub offset: u64,
+    /// At most [`ScanLimits::excerpt_max`] printable ASCII characters from the match
+    /// (others shown as `.`, whitespace as a space).
+    pub excerpt: String,
+}
+
+impl Match {
+    /// Whether the rule is sure enough for automatic quarantine.
+    pub fn is_high_confidence(&self) -> bool {
+        self.confidence == Confidence::High
+    }
+
+    /// The finding for this match: `check` = category, message stable per (rule, path), e.g.
+    /// `Webshell signature php_eval_request in /var/www/x.php`, `path` set; details carry the
+    /// rule id, confidence, offset and excerpt. The caller sets `account`.
+    pub fn to_finding(&self, path: &Path, now: Timestamp) -> Finding {
+        let shown = sanitize_path(path);
+        let message = format!(
+            "{} signature {} in {}",
+            category_label(&self.category),
+            self.name,
+            shown
+        );
+        let details = format!(
+            "rule {} ({} confidence) matched at offset {}: {}",
+            self.rule_id, self.confidence, self.offset, self.excerpt
+        );
+        Finding::new(self.category.clone(), self.severity, message, now)
+            .with_details(details)
+            .with_path(path.to_string_lossy().into_owned())
+    }
+}
+
+/// Human label of a category: `webshell` -> `Webshell`, `obfuscated_php` -> `Obfuscated PHP`,
+/// `htaccess_injection` -> `.htaccess injection`.
+pub fn category_label(category: &str) -> String {
+    let words: Vec<String> = category
+        .split('_')
+        .filter(|w| !w.is_empty())
+        .map(|w| match w {
+            "php" | "js" | "html" | "url" | "ip" => w.to_ascii_uppercase(),
+            "htaccess" => ".htaccess".to_string(),
+            _ => w.to_string(),
+        })
+        .collect();
+    let mut s = words.join(" ");
+    if let Some(first) = s.get(..1) {
+        let up = first.to_ascii_uppercase();
+        s.replace_range(..1, &up);
+    }
+    s
+}
+
+/// A path for a message: lossy UTF-8 with control characters escaped as `\xNN`.
+fn sanitize_path(path: &Path) -> String {
+    let lossy = path.to_string_lossy();
+    let mut out = String::with_capacity(lossy.len());
+    for c in lossy.chars() {
+        if c.is_control() {
+            out.push_str(&format!("\\x{:02x}", u32::from(c) & 0xff));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Counters of one [`SignatureSet`] since it was built.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SignatureStats {
+    /// Files (or buffers) whose bytes were scanned.
+    pub files_scanned: u64,
+    /// Files no rule applies to (by name/path): not read.
+    pub files_skipped_no_rules: u64,
+    /// Files refused: not a regular file, or could not be opened/read.
+    pub files_refused: u64,
+    /// Files larger than the whole-file limit (scanned by head and tail windows).
+    pub files_windowed: u64,
+    pub bytes_scanned: u64,
+    /// Bytes in the middle of large files that were not scanned.
+    pub bytes_skipped: u64,
+    /// Regex evaluations (only candidates from the prefilter run regexes).
+    pub regex_runs: u64,
+    pub matches: u64,
+    /// Matches beyond [`ScanLimits::max_matches_per_file`], not reported.
+    pub matches_dropped: u64,
+    /// Extra rule files refused when loading (invalid, unreadable, or over the file limit).
+    pub rule_files_refused: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    files_scanned: AtomicU64,
+    files_skipped_no_rules: AtomicU64,
+    files_refused: AtomicU64,
+    files_windowed: AtomicU64,
+    bytes_scanned: AtomicU64,
+    bytes_skipped: AtomicU64,
+    regex_runs: AtomicU64,
+    matches: AtomicU64,
+    matches_dropped: AtomicU64,
+    rule_files_refused: AtomicU64,
+}
+
+fn bump(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+struct CompiledRule {
+    /// Regex and whether it runs on the lower-cased copy.
+    regexes: Vec<(Regex, bool)>,
+    all: Vec<usize>,
+    any: Vec<usize>,
+    none: Vec<usize>,
+}
+
+/// Which rules an automaton pattern (a lower-cased anchor) serves.
+#[derive(Default)]
+struct PatternUsers {
+    /// Rules satisfied by the anchor in any ASCII case.
+    nocase: Vec<usize>,
+    /// Rules that need these exact bytes.
+    exact: Vec<(Vec<u8>, Vec<usize>)>,
+}
+
+/// A literal; `nocase` ones are lower-cased and searched in the lower-cased copy.
+struct Literal {
+    finder: memmem::Finder<'static>,
+    on_lower: bool,
+}
+
+/// A compiled, immutable set of content signatures. Cheap to share (`Arc`) between scanner
+/// threads; counters are atomics.
+pub struct SignatureSet {
+    rules: Vec<Rule>,
+    compiled: Vec<CompiledRule>,
+    ac: Option<AhoCorasick>,
+    users: Vec<PatternUsers>,
+    literals: Vec<Literal>,
+    limits: ScanLimits,
+    counters: Counters,
+}
+
+impl std::fmt::Debug for SignatureSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignatureSet")
+            .field("rules", &self.rules.len())
+            .field("anchors", &self.users.len())
+            .field("literals", &self.literals.len())
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+impl SignatureSet {
+    /// Parses, validates and compiles rule sources `(name, TOML text)`. The first invalid
+    /// source refuses the whole set.
+    pub fn from_toml_strs(sources: &[(&str, &str)]) -> Result<SignatureSet, RuleError> {
+        let mut seen = Vec::new();
+        let mut parsed = Vec::new();
+        for (name, text) in sources {
+            parsed.extend(rules::parse_source(name, text, &mut seen, parsed.len())?);
+        }
+        Self::build(parsed).map_err(|kind| RuleError {
+            source: "(rule set)".into(),
+            rule_index: None,
+            rule_id: None,
+            key: None,
+            kind,
+        })
+    }
+
+    /// The shipped rules ([`SHIPPED`]).
+    pub fn shipped() -> Result<SignatureSet, RuleError> {
+        Self::from_toml_strs(SHIPPED)
+    }
+
+    /// The shipped rules plus every `*.toml` file in `dir` (lexicographic order). Each extra
+    /// file is accepted or refused as a whole; refused files are returned with their errors
+    /// and counted in `rule_files_refused`. A missing `dir` adds nothing. Only an error in the
+    /// shipped rules fails the call.
+    pub fn shipped_with_dir(dir: &Path) -> Result<(SignatureSet, Vec<RuleError>), RuleError> {
+        let mut seen = Vec::new();
+        let mut parsed = Vec::new();
+        for (name, text) in SHIPPED {
+            parsed.extend(rules::parse_source(name, text, &mut seen, parsed.len())?);
+        }
+        let mut errors = Vec::new();
+        let mut files = Vec::new();
+        if let Ok(rd) = std::fs::read_dir(dir) {
+            for e in rd.flatten() {
+                let p = e.path();
+                if p.extension().is_some_and(|x| x == "toml") {
+                    files.push(p);
+                }
+            }
+        }
+        files.sort();
+        let io_err = |p: &Path, m: String| RuleError {
+            source: p.display().to_string(),
+            rule_index: None,
+            rule_id: None,
+            key: None,
+            kind: RuleErrorKind::Invalid(m),
+        };
+        for (i, p) in files.iter().enumerate() {
+            if i >= MAX_EXTRA_RULE_FILES {
+                errors.push(io_err(
+                    p,
+                    format!("more than {MAX_EXTRA_RULE_FILES} rule files; not loaded"),
+                ));
+                continue;
+            }
+            let text = match read_rule_file(p) {
+                Ok(t) => t,
+                Err(m) => {
+                    errors.push(io_err(p, m));
+                    continue;
+                }
+            };
+            let name = p.display().to_string();
+            match rules::parse_source(&name, &text, &mut seen, parsed.len()) {
+                Ok(r) => parsed.extend(r),
+                Err(e) => errors.push(e),
+            }
+        }
+        let set = Self::build(parsed).map_err(|kind| RuleError {
+            source: "(rule set)".into(),
+            rule_index: None,
+            rule_id: None,
+            key: None,
+            kind,
+        })?;
+        bump(&set.counters.rule_files_refused, errors.len() as u64);
+        Ok((set, errors))
+    }
+
+    fn build(parsed: Vec<rules::ParsedRule>) -> Result<SignatureSet, RuleErrorKind> {
+        let mut pattern_ids: HashMap<Vec<u8>, usize> = HashMap::new();
+        let mut patterns: Vec<Vec<u8>> = Vec::new();
+        let mut users: Vec<PatternUsers> = Vec::new();
+        let mut literal_ids: HashMap<(Vec<u8>, bool), usize> = HashMap::new();
+        let mut literals: Vec<Literal> = Vec::new();
+        let mut rules_out = Vec::with_capacity(parsed.len());
+        let mut compiled = Vec::with_capacity(parsed.len());
+
+        for (ri, p) in parsed.into_iter().enumerate() {
+            let nocase = p.rule.nocase;
+            for a in &p.rule.anchors {
+                let key = a.as_bytes().to_ascii_lowercase();
+                let pid = *pattern_ids.entry(key.clone()).or_insert_with(|| {
+                    patterns.push(key);
+                    users.push(PatternUsers::default());
+                    patterns.len() - 1
+                });
+                let Some(u) = users.get_mut(pid) else {
+                    continue;
+                };
+                if nocase {
+                    u.nocase.push(ri);
+                } else if let Some((_, rs)) = u
+                    .exact
+                    .iter_mut()
+                    .find(|(b, _)| b.as_slice() == a.as_bytes())
+                {
+                    rs.push(ri);
+                } else {
+                    u.exact.push((a.as_bytes().to_vec(), vec![ri]));
+                }
+            }
+            let mut lit = |s: &String| -> Result<usize, RuleErrorKind> {
+                let key = if nocase {
+                    (s.as_bytes().to_ascii_lowercase(), true)
+                } else {
+                    (s.as_bytes().to_vec(), false)
+                };
+                if let Some(id) = literal_ids.get(&key) {
+                    return Ok(*id);
+                }
+                literals.push(Literal {
+                    finder: memmem::Finder::new(&key.0).into_owned(),
+                    on_lower: nocase,
+                });
+                literal_ids.insert(key, literals.len() - 1);
+                Ok(literals.len() - 1)
+            };
+            let all = p.rule.all.iter().map(&mut lit).collect::<Result<_, _>>()?;
+            let any = p.rule.any.iter().map(&mut lit).collect::<Result<_, _>>()?;
+            let none = p.rule.none.iter().map(&mut lit).collect::<Result<_, _>>()?;
+            let mut regexes = Vec::with_capacity(p.regexes.len());
+            for (src, re) in p.rule.regex.iter().zip(p.regexes) {
+                let lowered = if nocase {
+                    fold::lower_pattern(src).and_then(|l| rules::compile_regex(&l, false).ok())
+                } else {
+                    None
+                };
+                regexes.push(match lowered {
+                    Some(l) => (l, true),
+                    None => (re, false),
+                });
+            }
+            compiled.push(CompiledRule {
+                regexes,
+                all,
+                any,
+                none,
+            });
+            rules_out.push(p.rule);
+        }
+        let ac = if patterns.is_empty() {
+            None
+        } else {
+            Some(
+                AhoCorasick::builder()
+                    .match_kind(MatchKind::Standard)
+                    .kind(Some(AhoCorasickKind::DFA))
+                    .build(&patterns)
+                    .map_err(|e| RuleErrorKind::Invalid(format!("anchor automaton: {e}")))?,
+            )
+        };
+        Ok(SignatureSet {
+            rules: rules_out,
+            compiled,
+            ac,
+            users,
+            literals,
+            limits: ScanLimits::default(),
+            counters: Counters::default(),
+        })
+    }
+
+    /// Replaces the scan limits (normalized, see [`ScanLimits::normalized`]).
+    pub fn with_limits(mut self, limits: ScanLimits) -> Self {
+        self.limits = limits.normalized();
+        self
+    }
+
+    pub fn limits(&self) -> ScanLimits {
+        self.limits
+    }
+
+    /// The loaded rules, in load order.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> SignatureStats {
+        let c = &self.counters;
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        SignatureStats {
+            files_scanned: g(&c.files_scanned),
+            files_skipped_no_rules: g(&c.files_skipped_no_rules),
+            files_refused: g(&c.files_refused),
+            files_windowed: g(&c.files_windowed),
+            bytes_scanned: g(&c.bytes_scanned),
+            bytes_skipped: g(&c.bytes_skipped),
+            regex_runs: g(&c.regex_runs),
+            matches: g(&c.matches),
+            matches_dropped: g(&c.matches_dropped),
+            rule_files_refused: g(&c.rule_files_refused),
+        }
+    }
+
+    /// Whether any rule applies to `path` (a file no rule applies to is never read).
+    pub fn applies_to(&self, path: &Path) -> bool {
+        self.applicable(path).iter().any(|b| *b)
+    }
+
+    /// Scans an in-memory copy of the file at `path` (the path decides which rules apply).
+    /// Buffers over the whole-file limit are scanned by head and tail windows.
+    pub fn scan_bytes(&self, path: &Path, data: &[u8]) -> Vec<Match> {
+        let app = self.applicable(path);
+        if !app.iter().any(|b| *b) {
+            bump(&self.counters.files_skipped_no_rules, 1);
+            return Vec::new();
+        }
+        let (parts, skipped) = window::slice_windows(data, &self.limits);
+        self.scan_parts(&app, parts.into_iter(), skipped)
+    }
+
+    /// Opens and scans the file at `path`, reading only its windows. Non-regular files
+    /// (FIFOs, devices, directories) are refused with `InvalidInput` without blocking.
+    pub fn scan_file(&self, path: &Path) -> io::Result<Vec<Match>> {
+        let app = self.applicable(path);
+        if !app.iter().any(|b| *b) {
+            bump(&self.counters.files_skipped_no_rules, 1);
+            return Ok(Vec::new());
+        }
+        let file = open_for_scan(path).inspect_err(|_| {
+            bump(&self.counters.files_refused, 1);
+        })?;
+        self.scan_open_inner(&app, &file)
+    }
+
+    /// Scans an already open file (e.g. from fanotify) known by `path`. Reads with positioned
+    /// reads, so the file offset does not matter and is not moved.
+    pub fn scan_open_file(&self, path: &Path, file: &File) -> io::Result<Vec<Match>> {
+        let app = self.applicable(path);
+        if !app.iter().any(|b| *b) {
+            bump(&self.counters.files_skipped_no_rules, 1);
+            return Ok(Vec::new());
+        }
+        self.scan_open_inner(&app, file)
+    }
+
+    fn scan_open_inner(&self, app: &[bool], file: &File) -> io::Result<Vec<Match>> {
+        let refused = |e: io::Error| {
+            bump(&self.counters.files_refused, 1);
+            e
+        };
+        let meta = file.metadata().map_err(refused)?;
+        if !meta.file_type().is_file() {
+            return Err(refused(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a regular file",
+            )));
+        }
+        let w = window::read_windows(file, meta.len(), &self.limits).map_err(refused)?;
+        let parts = w.parts.iter().map(|(o, b)| (*o, b.as_slice()));
+        Ok(self.scan_parts(app, parts, w.skipped))
+    }
+
+    fn applicable(&self, path: &Path) -> Vec<bool> {
+        let bytes = path.as_os_str().as_bytes();
+        let name = path
+            .file_name()
+            .map(|n| n.as_bytes().to_ascii_lowercase())
+            .unwrap_or_default();
+        let ext: &[u8] = match memchr::memrchr(b'.', &name) {
+            Some(0) | None => b"",
+            Some(i) => name.get(i + 1..).unwrap_or(b""),
+        };
+        self.rules
+            .iter()
+            .map(|r| {
+                let type_ok = r
+                    .extensions
+                    .iter()
+                    .any(|e| e == "*" || (!ext.is_empty() && e.as_bytes() == ext))
+                    || r.file_names.iter().any(|n| n.as_bytes() == name.as_slice());
+                type_ok
+                    && (r.path_contains.is_empty()
+                        || r.path_contains
+                            .iter()
+                            .any(|p| memmem::find(bytes, p.as_bytes()).is_some()))
+                    && !r
+                        .path_excludes
+                        .iter()
+                        .any(|p| memmem::find(bytes, p.as_bytes()).is_some())
+            })
+            .collect()
+    }
+
+    fn scan_parts<'a>(
+        &self,
+        app: &[bool],
+        parts: impl Iterator<Item = (u64, &'a [u8])>,
+        skipped: u64,
+    ) -> Vec<Match> {
+        let c = &self.counters;
+        bump(&c.files_scanned, 1);
+        if skipped > 0 {
+            bump(&c.files_windowed, 1);
+            bump(&c.bytes_skipped, skipped);
+        }
+        let mut out: Vec<Match> = Vec::new();
+        let mut matched = vec![false; self.rules.len()];
+        let mut dropped = 0u64;
+        let mut lower = Vec::new();
+        for (base, data) in parts {
+            bump(&c.bytes_scanned, data.len() as u64);
+            fold::lower_into(data, &mut lower);
+            let w = Window {
+                base,
+                data,
+                lower: &lower,
+            };
+            self.scan_window(app, &w, &mut matched, &mut out, &mut dropped);
+        }
+        bump(&c.matches, out.len() as u64);
+        bump(&c.matches_dropped, dropped);
+        out
+    }
+
+    fn scan_window(
+        &self,
+        app: &[bool],
+        w: &Window<'_>,
+        matched: &mut [bool],
+        out: &mut Vec<Match>,
+        dropped: &mut u64,
+    ) {
+        let Some(ac) = &self.ac else {
+            return;
+        };
+        // First anchor offset per candidate rule.
+        let mut hit: Vec<Option<usize>> = vec![None; self.rules.len()];
+        let mut pending = app
+            .iter()
+            .zip(matched.iter())
+            .filter(|(a, m)| **a && !**m)
+            .count();
+        if pending == 0 {
+            return;
+        }
+        let data = w.data;
+        for m in ac.find_overlapping_iter(w.lower) {
+            let Some(u) = self.users.get(m.pattern().as_usize()) else {
+                continue;
+            };
+            for &r in &u.nocase {
+                pending -= mark(app, matched, &mut hit, r, m.start());
+            }
+            for (exact, rs) in &u.exact {
+                if data.get(m.range()) == Some(exact.as_slice()) {
+                    for &r in rs {
+                        pending -= mark(app, matched, &mut hit, r, m.start());
+                    }
+                }
+            }
+            if pending == 0 {
+                break;
+            }
+        }
+        // Literal presence per window: 0 unknown, 1 present, 2 absent.
+        let mut lit_state = vec![0u8; self.literals.len()];
+        let mut present = |id: usize| -> bool {
+            match lit_state.get(id).copied() {
+                Some(1) => true,
+                Some(2) => false,
+                _ => {
+                    let yes = self.literals.get(id).is_some_and(|l| {
+                        let hay = if l.on_lower { w.lower } else { data };
+                        l.finder.find(hay).is_some()
+                    });
+                    if let Some(s) = lit_state.get_mut(id) {
+                        *s = if yes { 1 } else { 2 };
+                    }
+                    yes
+                }
+            }
+        };
+        for (r, h) in hit.iter().enumerate() {
+            let Some(anchor_at) = *h else {
+                continue;
+            };
+            let (Some(rule), Some(cr)) = (self.rules.get(r), self.compiled.get(r)) else {
+                continue;
+            };
+            if !cr.all.iter().all(|&l| present(l))
+                || (!cr.any.is_empty() && !cr.any.iter().any(|&l| present(l)))
+                || cr.none.iter().any(|&l| present(l))
+            {
+                continue;
+            }
+            let mut at = anchor_at;
+            let mut ok = true;
+            for (i, (re, on_lower)) in cr.regexes.iter().enumerate() {
+                bump(&self.counters.regex_runs, 1);
+                let hay = if *on_lower { w.lower } else { data };
+                if i == 0 {
+                    match re.find(hay) {
+                        Some(m) => at = m.start(),
+                        None => ok = false,
+                    }
+                } else if !re.is_match(hay) {
+                    ok = false;
+                }
+                if !ok {
+                    break;
+                }
+            }
+            if !ok {
+                continue;
+            }
+            if let Some(m) = matched.get_mut(r) {
+                *m = true;
+            }
+            if out.len() >= self.limits.max_matches_per_file {
+                *dropped += 1;
+                continue;
+            }
+            out.push(Match {
+                rule_id: rule.id.clone(),
+                name: rule.name.clone(),
+                category: rule.category.clone(),
+                severity: rule.severity,
+                confidence: rule.confidence,
+                offset: w.base + at as u64,
+                excerpt: excerpt(data, at, self.limits.excerpt_max),
+            });
+        }
+    }
+}
+
+/// One scan window: its absolute offset, bytes, and ASCII-lower-cased copy (same length).
+struct Window<'a> {
+    base: u64,
+    data: &'a [u8],
+    lower: &'a [u8],
+}
+
+/// Records the first anchor offset of rule `r` if it applies and has not matched yet; returns
+/// 1 when the rule became a candidate, else 0.
+fn mark(app: &[bool], matched: &[bool], hit: &mut [Option<usize>], r: usize, at: usize) -> usize {
+    let eligible = app.get(r).copied().unwrap_or(false) && !matched.get(r).copied().unwrap_or(true);
+    match hit.get_mut(r) {
+        Some(slot @ None) if eligible => {
+            *slot = Some(at);
+            1
+        }
+        _ => 0,
+    }
+}
+
+fn read_rule_file(p: &Path) -> Result<String, String> {
+    let meta = std::fs::metadata(p).map_err(|e| format!("cannot read: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    if meta.len() > MAX_RULE_FILE_BYTES as u64 {
+        return Err(format!("larger than {MAX_RULE_FILE_BYTES} bytes"));
+    }
+    let bytes = std::fs::read(p).map_err(|e| format!("cannot read: {e}"))?;
+    String::from_utf8(bytes).map_err(|_| "not valid UTF-8".to_string())
+}
+
+/// Opens for reading without blocking on FIFOs and without updating atime where permitted.
+fn open_for_scan(path: &Path) -> io::Result<File> {
+    let base = libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+    match OpenOptions::new()
+        .read(true)
+        .custom_flags(base | libc::O_NOATIME)
+        .open(path)
+    {
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            OpenOptions::new().read(true).custom_flags(base).open(path)
+        }
+        r => r,
+    }
+}
+
+/// Up to `max` sanitized characters starting a little before `at`.
+fn excerpt(data: &[u8], at: usize, max: usize) -> String {
+    let start = at.saturating_sub(16).min(data.len());
+    let end = start.saturating_add(max).min(data.len());
+    data.get(start..end)
+        .unwrap_or(&[])
+        .iter()
+        .map(|&b| match b {
+            b'\t' | b'\n' | b'\r' => ' ',
+            0x20..=0x7e => b as char,
+            _ => '.',
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ONE: &str = r#"
+[[rule]]
+id = "T-1"
+name = "eval_post"
+category = "webshell"
+severity = "CRITICAL"
+confidence = "high"
+extensions = ["php"]
+nocase = true
+anchors = ["eval"]
+all = ["$_post"]
+regex = ['''eval\s*\(\s*\$_POST''']
+
+[[rule]]
+id = "T-2"
+name = "case_marker"
+category = "obfuscated_php"
+severity = "HIGH"
+confidence = "medium"
+extensions = ["*"]
+anchors = ["FilesMan"]
+
+[[rule]]
+id = "T-3"
+name = "upload_php"
+category = "php_in_uploads"
+severity = "HIGH"
+confidence = "medium"
+extensions = ["php"]
+path_contains = ["/uploads/"]
+anchors = ["<?php"]
+none = ["Silence is golden"]
+"#;
+
+    fn set() -> SignatureSet {
+        SignatureSet::from_toml_strs(&[("t.toml", ONE)]).unwrap()
+    }
+
+    #[test]
+    fn nocase_and_exact_anchors() {
+        let s = set();
+        let m = s.scan_bytes(Path::new("/x/a.php"), b"<?php EVAL ( $_post['x']);");
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].name, "eval_post");
+        assert_eq!(m[0].offset, 6);
+        assert!(s.scan_bytes(Path::new("/x/a.txt"), b"filesman").is_empty());
+        let m = s.scan_bytes(Path::new("/x/a.txt"), b"..FilesMan..");
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].offset, 2);
+    }
+
+    #[test]
+    fn path_conditions_and_none_literals() {
+        let s = set();
+        let p = Path::new("/var/www/wp-content/uploads/2024/a.php");
+        assert_eq!(s.scan_bytes(p, b"<?php echo 1;")[0].name, "upload_php");
+        assert!(s.scan_bytes(p, b"<?php // Silence is golden.").is_empty());
+        assert!(s
+            .scan_bytes(Path::new("/var/www/a.php"), b"<?php echo 1;")
+            .is_empty());
+        assert!(!s.applies_to(Path::new("/x/a.jpg")) || s.rules().len() == 3);
+    }
+
+    #[test]
+    fn head_and_tail_windows_only() {
+        let s = set().with_limits(ScanLimits {
+            whole_file_max: 1000,
+            head_window: 100,
+            tail_window: 100,
+            ..ScanLimits::default()
+        });
+        let mut data = vec![b' '; 5000];
+        data[4950..4958].copy_from_slice(b"FilesMan");
+        let m = s.scan_bytes(Path::new("a.txt"), &data);
+        assert_eq!(m[0].offset, 4950);
+        let mut mid = vec![b' '; 5000];
+        mid[2500..2508].copy_from_slice(b"FilesMan");
+        assert!(s.scan_bytes(Path::new("a.txt"), &mid).is_empty());
+        let st = s.stats();
+        assert_eq!(st.files_windowed, 2);
+        assert_eq!(st.bytes_scanned, 400);
+        assert_eq!(st.bytes_skipped, 2 * 4800);
+    }
+
+    #[test]
+    fn match_cap_is_counted() {
+        let s = set().with_limits(ScanLimits {
+            max_matches_per_file: 1,
+            ..ScanLimits::default()
+        });
+        let m = s.scan_bytes(
+            Path::new("/uploads/a.php"),
+            b"<?php eval($_POST[1]); // FilesMan",
+        );
+        assert_eq!(m.len(), 1);
+        assert_eq!(s.stats().matches_dropped, 2);
+    }
+
+    #[test]
+    fn excerpt_is_bounded_and_sanitized() {
+        let e = excerpt(b"\x00\x01ab\ncd\xffef", 0, 16);
+        assert_eq!(e, "..ab cd.ef");
+        let long = vec![b'a'; 1000];
+        assert_eq!(excerpt(&long, 500, 96).len(), 96);
+        assert_eq!(excerpt(b"abc", 10, 96), "abc");
+    }
+
+    #[test]
+    fn finding_message_is_stable_and_escaped() {
+        let m = Match {
+            rule_id: "X".into(),
+            name: "php_eval_request".into(),
+            category: "webshell".into(),
+            severity: Severity::Critical,
+            confidence: Confidence::High,
+            offset: 7,
+            excerpt: "eval(".into(),
+        };
+        let t = Timestamp::from_second(0).unwrap();
+        let f = m.to_finding(Path::new("/var/www/x.php"), t);
+        assert_eq!(f.check, "webshell");
+        assert_eq!(
+            f.message,
+            "Webshell signature php_eval_request in /var/www/x.php"
+        );
+        assert_eq!(f.path.as_deref(), Some("/var/www/x.php"));
+        assert!(f.details.contains("offset 7"));
+        let f = m.to_finding(Path::new("/a\nb.php"), t);
+        assert!(f.message.ends_with("/a\\x0ab.php"));
+        assert_eq!(category_label("obfuscated_php"), "Obfuscated PHP");
+        assert_eq!(category_label("htaccess_injection"), ".htaccess injection");
+        assert_eq!(category_label("php_in_uploads"), "PHP in uploads");
+    }
+
+    #[test]
+    fn garbage_bytes_never_panic() {
+        let s = SignatureSet::shipped().unwrap();
+        let mut x: u64 = 88172645463325252;
+        let names = [
+            "a.php",
+            ".htaccess",
+            "x.html",
+            "i.jpg",
+            "/uploads/u.php",
+            "m.js",
+        ];
+        for round in 0..300 {
+            let len = (round * 37) % 5000;
+            let mut buf = Vec::with_capacity(len);
+            for _ in 0..len {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                buf.push((x >> 24) as u8);
+            }
+            // Sprinkle anchors so rule evaluation runs on garbage too.
+            if len > 40 {
+                buf[3..8].copy_from_slice(b"eval(");
+                buf[20..25].copy_from_slice(b"<?php");
+            }
+            let _ = s.scan_bytes(Path::new(names[round % names.len()]), &buf);
+        }
+    }
+
+    #[test]
+    fn empty_set_scans_nothing() {
+        let s = SignatureSet::from_toml_strs(&[]).unwrap();
+        assert!(s
+            .scan_bytes(Path::new("a.php"), b"eval($_POST[1])")
+            .is_empty());
+        assert_eq!(s.stats().files_skipped_no_rules, 1);
+    }
+}
