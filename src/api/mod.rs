@@ -8,6 +8,7 @@
 
 pub mod audit;
 pub mod auth;
+mod findings;
 pub mod metrics;
 mod pages;
 mod router;
@@ -34,6 +35,8 @@ pub struct Services {
     pub jobs: Arc<ScanJobs>,
     /// Component rows (watchers) reported by collectors.
     pub components: Arc<crate::daemon::components::Components>,
+    /// Files restored from quarantine, trusted by the analyzer.
+    pub restored: Arc<crate::watch::analyzer::Restored>,
 }
 
 pub use router::ROUTES;

@@ -5,7 +5,7 @@ use crate::http::{Handler, Request, Response};
 
 use super::audit::Entry;
 use super::auth::{Caller, Via};
-use super::{pages, session_routes, status, App};
+use super::{findings, pages, session_routes, status, App};
 
 /// Who may call a route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,6 +49,7 @@ pub static ROUTES: &[Route] = &[
     get!("/api/v1/capabilities", Access::Read, status::capabilities),
     get!("/api/v1/health", Access::Read, status::health),
     get!("/api/v1/components", Access::Read, status::components),
+    get!("/api/v1/findings", Access::Read, findings::list),
     Route {
         path: "/api/v1/sessions",
         methods: &[

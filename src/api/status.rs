@@ -72,18 +72,27 @@ pub fn snapshot(app: &App) -> Value {
     m.insert("store".into(), json!(app.store.health()));
     m.insert("security_posture".into(), json!(posture));
     m.insert("faults".into(), json!(faults));
+    let (critical, high, warning) = app.services.engine.severity_counts();
     m.insert(
         "severity_counts".into(),
-        json!({ "critical": 0, "high": 0, "warning": 0 }),
+        json!({ "critical": critical, "high": high, "warning": warning }),
     );
+    m.insert("findings_active".into(), json!(critical + high + warning));
     m.insert(
         "incidents_open_by_severity".into(),
         json!({ "critical": 0, "high": 0, "warning": 0 }),
     );
     m.insert("blocklist_size".into(), json!(0));
-    m.insert("watchers".into(), json!({}));
+    m.insert(
+        "watchers".into(),
+        Value::Object(app.services.components.map()),
+    );
     m.insert("sessions_active".into(), json!(app.sessions.count()));
-    m.insert("queues".into(), json!({}));
+    if let Some(t) = app.services.jobs.latest_scan() {
+        m.insert("latest_scan".into(), json!(rfc3339(t)));
+        m.insert("last_scan_time".into(), json!(rfc3339(t)));
+    }
+    m.insert("queues".into(), json!(app.services.registry.snapshot()));
     Value::Object(m)
 }
 

@@ -130,6 +130,10 @@ pub fn parse_flags(c: &Subcommand, args: Vec<OsString>) -> Result<Flags, UsageEr
         let name = match &arg {
             Short(ch) => format!("-{ch}"),
             Long(l) => format!("--{l}"),
+            Value(v) if c.name == "quarantine" && f.positional.len() < 2 => {
+                f.positional.push(v.to_string_lossy().into_owned());
+                continue;
+            }
             Value(v) => {
                 return Err(UsageError(format!(
                     "svc {}: unexpected argument {:?}",

@@ -132,6 +132,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         engine: engine.clone(),
         jobs: jobs.clone(),
         components: components.clone(),
+        restored: collectors.restored.clone(),
     };
     let app = Arc::new(App::new(cfg.clone(), clock, store.clone(), services));
     {

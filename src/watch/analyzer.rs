@@ -21,8 +21,53 @@ use crate::watch::files::{EventKind, FileEvent};
 /// Files scanned at most when a directory must be rescanned (after a queue overflow).
 const MAX_RESCAN_FILES: usize = 20_000;
 
+/// Files an operator restored from quarantine: that exact content at that path is trusted
+/// and is neither reported nor quarantined again (any change to the file ends the trust).
+#[derive(Default)]
+pub struct Restored {
+    by_path: parking_lot::Mutex<HashMap<PathBuf, String>>,
+}
+
+impl Restored {
+    /// Loads restored entries from the quarantine table.
+    pub fn load(store: &Store) -> Restored {
+        let r = Restored::default();
+        if let Ok(entries) = store.read(crate::store::quarantine::list) {
+            for e in entries.into_iter().filter(|e| e.restored_at.is_some()) {
+                if let Ok(rec) = serde_json::from_value::<quarantine::QuarantineRecord>(e.record) {
+                    if let Ok(p) = rec.original_path_buf() {
+                        r.add(p, rec.sha256);
+                    }
+                }
+            }
+        }
+        r
+    }
+
+    pub fn add(&self, path: PathBuf, sha256: String) {
+        self.by_path.lock().insert(path, sha256);
+    }
+
+    /// True when `path` was restored and still has the restored content.
+    pub fn is_trusted(&self, path: &Path) -> bool {
+        let Some(expected) = self.by_path.lock().get(path).cloned() else {
+            return false;
+        };
+        use sha2::{Digest, Sha256};
+        let Ok(mut f) = std::fs::File::open(path) else {
+            return false;
+        };
+        let mut h = Sha256::new();
+        if std::io::copy(&mut f, &mut h).is_err() {
+            return false;
+        }
+        hex::encode(h.finalize()) == expected
+    }
+}
+
 #[derive(Default)]
 pub struct AnalyzerCounters {
+    pub skipped_restored: AtomicU64,
     pub files_scanned: AtomicU64,
     pub matches: AtomicU64,
     pub quarantined: AtomicU64,
@@ -39,6 +84,7 @@ pub struct Analyzer {
     pub auto_quarantine: bool,
     pub component: Arc<Component>,
     pub counters: Arc<AnalyzerCounters>,
+    pub restored: Arc<Restored>,
     users: HashMap<u32, Option<String>>,
 }
 
@@ -52,6 +98,7 @@ impl Analyzer {
         quarantine_dir: PathBuf,
         auto_quarantine: bool,
         component: Arc<Component>,
+        restored: Arc<Restored>,
     ) -> Analyzer {
         Analyzer {
             signatures,
@@ -62,6 +109,7 @@ impl Analyzer {
             auto_quarantine,
             component,
             counters: Arc::new(AnalyzerCounters::default()),
+            restored,
             users: HashMap::new(),
         }
     }
@@ -153,6 +201,12 @@ impl Analyzer {
             }
         };
         if matches.is_empty() {
+            return;
+        }
+        if self.restored.is_trusted(path) {
+            self.counters
+                .skipped_restored
+                .fetch_add(1, Ordering::Relaxed);
             return;
         }
         let owner = self.owner_name(meta.uid());

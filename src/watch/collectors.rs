@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::analyzer::Analyzer;
+use super::analyzer::{Analyzer, Restored};
 use super::files::{BackendChoice, FileEvent, FileWatcher, WatchOptions};
 use crate::api::App;
 use crate::clock::SharedClock;
@@ -29,6 +29,8 @@ pub struct Collectors {
     file_watcher: Option<FileWatcher>,
     queues: Vec<BoundedQueue<FileEvent>>,
     _rows: Vec<RowHandle>,
+    /// Files restored from quarantine (shared with the restore command).
+    pub restored: Arc<Restored>,
 }
 
 impl Collectors {
@@ -62,6 +64,7 @@ pub fn start_collectors(
         file_watcher: None,
         queues: Vec::new(),
         _rows: Vec::new(),
+        restored: Arc::new(Restored::load(store)),
     };
     let e = &cfg.engine;
 
@@ -132,6 +135,7 @@ pub fn start_collectors(
             cfg.state_path.join("quarantine"),
             e.auto_quarantine,
             component,
+            c.restored.clone(),
         );
         let aq = queue.clone();
         let astop = stop.clone();
@@ -184,6 +188,10 @@ pub fn restore(app: &App, id: &str) -> Value {
             }
         };
     let qdir = app.cfg.state_path.join("quarantine");
+    // Trust this content at this path before it reappears, so the watcher leaves it alone.
+    if let Ok(p) = record.original_path_buf() {
+        app.services.restored.add(p, record.sha256.clone());
+    }
     if let Err(e) = crate::scan::quarantine::restore(&record, &qdir) {
         return json!({ "error": format!("cannot restore {}: {e}", entry.original_path) });
     }
