@@ -8,6 +8,8 @@
 
 pub mod audit;
 pub mod auth;
+pub mod csv;
+pub mod daterange;
 mod findings;
 pub mod metrics;
 mod pages;

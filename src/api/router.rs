@@ -50,6 +50,12 @@ pub static ROUTES: &[Route] = &[
     get!("/api/v1/health", Access::Read, status::health),
     get!("/api/v1/components", Access::Read, status::components),
     get!("/api/v1/findings", Access::Read, findings::list),
+    // -- history, stats (history.rs) --
+    // -- end history --
+    // -- events (events.rs) --
+    // -- end events --
+    // -- data routes --
+    // -- end data routes --
     Route {
         path: "/api/v1/sessions",
         methods: &[

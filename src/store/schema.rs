@@ -81,6 +81,42 @@ const MIGRATIONS: &[&str] = &[
         restored_at INTEGER
     );
     CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
+    // 3: suppressions, whitelist, blocked addresses, database-object backups
+    "CREATE TABLE suppressions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        check_name TEXT NOT NULL,
+        message TEXT,
+        path_prefix TEXT,
+        ip TEXT,
+        account TEXT,
+        reason TEXT NOT NULL,
+        created INTEGER NOT NULL,
+        created_by TEXT NOT NULL,
+        expires INTEGER
+    );
+    CREATE TABLE whitelist (
+        ip TEXT PRIMARY KEY,
+        reason TEXT NOT NULL,
+        created INTEGER NOT NULL,
+        created_by TEXT NOT NULL,
+        expires INTEGER
+    );
+    CREATE TABLE blocked_ips (
+        ip TEXT PRIMARY KEY,
+        reason TEXT NOT NULL,
+        source TEXT NOT NULL,
+        created INTEGER NOT NULL,
+        expires INTEGER
+    );
+    CREATE TABLE db_object_backups (
+        key TEXT PRIMARY KEY,
+        account TEXT,
+        database_name TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        name TEXT NOT NULL,
+        statement TEXT NOT NULL,
+        created INTEGER NOT NULL
+    );",
 ];
 
 /// Applies pending migrations.
