@@ -1,5 +1,6 @@
 //! Content signatures: files closed after write are matched against shipped rules
-//! (`rules/signatures/*.toml`, format in [`rules`]) and optional extra rule files.
+//! (`rules/signatures/*.toml`, format in `rules/signatures/README.md`) and optional extra rule
+//! files.
 //!
 //! How a scan works:
 //! 1. The path decides which rules apply (extension, file name, path conditions); a file no
@@ -19,12 +20,15 @@
 //! the unread middle of a large file is not found (counted in `bytes_skipped`).
 
 mod fold;
+mod matches;
 mod rules;
 mod window;
 mod yara;
 
 #[cfg(test)]
 mod corpus_tests;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -35,13 +39,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
-use jiff::Timestamp;
 use memchr::memmem;
 use regex::bytes::Regex;
 use serde::Serialize;
 
-use crate::findings::{Finding, Severity};
-
+pub use matches::{category_label, Match};
 pub use rules::{
     Confidence, Rule, RuleError, RuleErrorKind, EXTENSION_GROUPS, MAX_LIST_LEN, MAX_LITERAL_BYTES,
     MAX_REGEX_BYTES, MAX_RULES, MAX_RULE_FILE_BYTES, MIN_ANCHOR_BYTES,
@@ -79,85 +81,6 @@ pub const SHIPPED: &[(&str, &str)] = &[
 
 /// Most extra rule files read from a directory; the rest are refused (and counted).
 pub const MAX_EXTRA_RULE_FILES: usize = 256;
-
-/// One rule that matched one file.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Match {
-    pub rule_id: String,
-    /// The rule's snake_case name, e.g. `php_eval_request`.
-    pub name: String,
-    /// The rule's category, e.g. `webshell`; the finding's `check`.
-    pub category: String,
-    pub severity: Severity,
-    pub confidence: Confidence,
-    /// Absolute byte offset in the file of the first regex match (or of the first anchor
-    /// when the rule has no regex).
-    pub offset: u64,
-    /// At most [`ScanLimits::excerpt_max`] printable ASCII characters from the match
-    /// (others shown as `.`, whitespace as a space).
-    pub excerpt: String,
-}
-
-impl Match {
-    /// Whether the rule is sure enough for automatic quarantine.
-    pub fn is_high_confidence(&self) -> bool {
-        self.confidence == Confidence::High
-    }
-
-    /// The finding for this match: `check` = category, message stable per (rule, path), e.g.
-    /// `Webshell signature php_eval_request in /var/www/x.php`, `path` set; details carry the
-    /// rule id, confidence, offset and excerpt. The caller sets `account`.
-    pub fn to_finding(&self, path: &Path, now: Timestamp) -> Finding {
-        let shown = sanitize_path(path);
-        let message = format!(
-            "{} signature {} in {}",
-            category_label(&self.category),
-            self.name,
-            shown
-        );
-        let details = format!(
-            "rule {} ({} confidence) matched at offset {}: {}",
-            self.rule_id, self.confidence, self.offset, self.excerpt
-        );
-        Finding::new(self.category.clone(), self.severity, message, now)
-            .with_details(details)
-            .with_path(path.to_string_lossy().into_owned())
-    }
-}
-
-/// Human label of a category: `webshell` -> `Webshell`, `obfuscated_php` -> `Obfuscated PHP`,
-/// `htaccess_injection` -> `.htaccess injection`.
-pub fn category_label(category: &str) -> String {
-    let words: Vec<String> = category
-        .split('_')
-        .filter(|w| !w.is_empty())
-        .map(|w| match w {
-            "php" | "js" | "html" | "url" | "ip" => w.to_ascii_uppercase(),
-            "htaccess" => ".htaccess".to_string(),
-            _ => w.to_string(),
-        })
-        .collect();
-    let mut s = words.join(" ");
-    if let Some(first) = s.get(..1) {
-        let up = first.to_ascii_uppercase();
-        s.replace_range(..1, &up);
-    }
-    s
-}
-
-/// A path for a message: lossy UTF-8 with control characters escaped as `\xNN`.
-fn sanitize_path(path: &Path) -> String {
-    let lossy = path.to_string_lossy();
-    let mut out = String::with_capacity(lossy.len());
-    for c in lossy.chars() {
-        if c.is_control() {
-            out.push_str(&format!("\\x{:02x}", u32::from(c) & 0xff));
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
 
 /// Counters of one [`SignatureSet`] since it was built.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -682,7 +605,7 @@ impl SignatureSet {
                 severity: rule.severity,
                 confidence: rule.confidence,
                 offset: w.base + at as u64,
-                excerpt: excerpt(data, at, self.limits.excerpt_max),
+                excerpt: matches::excerpt(data, at, self.limits.excerpt_max),
             });
         }
     }
@@ -732,198 +655,5 @@ fn open_for_scan(path: &Path) -> io::Result<File> {
             OpenOptions::new().read(true).custom_flags(base).open(path)
         }
         r => r,
-    }
-}
-
-/// Up to `max` sanitized characters starting a little before `at`.
-fn excerpt(data: &[u8], at: usize, max: usize) -> String {
-    let start = at.saturating_sub(16).min(data.len());
-    let end = start.saturating_add(max).min(data.len());
-    data.get(start..end)
-        .unwrap_or(&[])
-        .iter()
-        .map(|&b| match b {
-            b'\t' | b'\n' | b'\r' => ' ',
-            0x20..=0x7e => b as char,
-            _ => '.',
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const ONE: &str = r#"
-[[rule]]
-id = "T-1"
-name = "eval_post"
-category = "webshell"
-severity = "CRITICAL"
-confidence = "high"
-extensions = ["php"]
-nocase = true
-anchors = ["eval"]
-all = ["$_post"]
-regex = ['''eval\s*\(\s*\$_POST''']
-
-[[rule]]
-id = "T-2"
-name = "case_marker"
-category = "obfuscated_php"
-severity = "HIGH"
-confidence = "medium"
-extensions = ["*"]
-anchors = ["FilesMan"]
-
-[[rule]]
-id = "T-3"
-name = "upload_php"
-category = "php_in_uploads"
-severity = "HIGH"
-confidence = "medium"
-extensions = ["php"]
-path_contains = ["/uploads/"]
-anchors = ["<?php"]
-none = ["Silence is golden"]
-"#;
-
-    fn set() -> SignatureSet {
-        SignatureSet::from_toml_strs(&[("t.toml", ONE)]).unwrap()
-    }
-
-    #[test]
-    fn nocase_and_exact_anchors() {
-        let s = set();
-        let m = s.scan_bytes(Path::new("/x/a.php"), b"<?php EVAL ( $_post['x']);");
-        assert_eq!(m.len(), 1);
-        assert_eq!(m[0].name, "eval_post");
-        assert_eq!(m[0].offset, 6);
-        assert!(s.scan_bytes(Path::new("/x/a.txt"), b"filesman").is_empty());
-        let m = s.scan_bytes(Path::new("/x/a.txt"), b"..FilesMan..");
-        assert_eq!(m.len(), 1);
-        assert_eq!(m[0].offset, 2);
-    }
-
-    #[test]
-    fn path_conditions_and_none_literals() {
-        let s = set();
-        let p = Path::new("/var/www/wp-content/uploads/2024/a.php");
-        assert_eq!(s.scan_bytes(p, b"<?php echo 1;")[0].name, "upload_php");
-        assert!(s.scan_bytes(p, b"<?php // Silence is golden.").is_empty());
-        assert!(s
-            .scan_bytes(Path::new("/var/www/a.php"), b"<?php echo 1;")
-            .is_empty());
-        assert!(!s.applies_to(Path::new("/x/a.jpg")) || s.rules().len() == 3);
-    }
-
-    #[test]
-    fn head_and_tail_windows_only() {
-        let s = set().with_limits(ScanLimits {
-            whole_file_max: 1000,
-            head_window: 100,
-            tail_window: 100,
-            ..ScanLimits::default()
-        });
-        let mut data = vec![b' '; 5000];
-        data[4950..4958].copy_from_slice(b"FilesMan");
-        let m = s.scan_bytes(Path::new("a.txt"), &data);
-        assert_eq!(m[0].offset, 4950);
-        let mut mid = vec![b' '; 5000];
-        mid[2500..2508].copy_from_slice(b"FilesMan");
-        assert!(s.scan_bytes(Path::new("a.txt"), &mid).is_empty());
-        let st = s.stats();
-        assert_eq!(st.files_windowed, 2);
-        assert_eq!(st.bytes_scanned, 400);
-        assert_eq!(st.bytes_skipped, 2 * 4800);
-    }
-
-    #[test]
-    fn match_cap_is_counted() {
-        let s = set().with_limits(ScanLimits {
-            max_matches_per_file: 1,
-            ..ScanLimits::default()
-        });
-        let m = s.scan_bytes(
-            Path::new("/uploads/a.php"),
-            b"<?php eval($_POST[1]); // FilesMan",
-        );
-        assert_eq!(m.len(), 1);
-        assert_eq!(s.stats().matches_dropped, 2);
-    }
-
-    #[test]
-    fn excerpt_is_bounded_and_sanitized() {
-        let e = excerpt(b"\x00\x01ab\ncd\xffef", 0, 16);
-        assert_eq!(e, "..ab cd.ef");
-        let long = vec![b'a'; 1000];
-        assert_eq!(excerpt(&long, 500, 96).len(), 96);
-        assert_eq!(excerpt(b"abc", 10, 96), "abc");
-    }
-
-    #[test]
-    fn finding_message_is_stable_and_escaped() {
-        let m = Match {
-            rule_id: "X".into(),
-            name: "php_eval_request".into(),
-            category: "webshell".into(),
-            severity: Severity::Critical,
-            confidence: Confidence::High,
-            offset: 7,
-            excerpt: "eval(".into(),
-        };
-        let t = Timestamp::from_second(0).unwrap();
-        let f = m.to_finding(Path::new("/var/www/x.php"), t);
-        assert_eq!(f.check, "webshell");
-        assert_eq!(
-            f.message,
-            "Webshell signature php_eval_request in /var/www/x.php"
-        );
-        assert_eq!(f.path.as_deref(), Some("/var/www/x.php"));
-        assert!(f.details.contains("offset 7"));
-        let f = m.to_finding(Path::new("/a\nb.php"), t);
-        assert!(f.message.ends_with("/a\\x0ab.php"));
-        assert_eq!(category_label("obfuscated_php"), "Obfuscated PHP");
-        assert_eq!(category_label("htaccess_injection"), ".htaccess injection");
-        assert_eq!(category_label("php_in_uploads"), "PHP in uploads");
-    }
-
-    #[test]
-    fn garbage_bytes_never_panic() {
-        let s = SignatureSet::shipped().unwrap();
-        let mut x: u64 = 88172645463325252;
-        let names = [
-            "a.php",
-            ".htaccess",
-            "x.html",
-            "i.jpg",
-            "/uploads/u.php",
-            "m.js",
-        ];
-        for round in 0..300 {
-            let len = (round * 37) % 5000;
-            let mut buf = Vec::with_capacity(len);
-            for _ in 0..len {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                buf.push((x >> 24) as u8);
-            }
-            // Sprinkle anchors so rule evaluation runs on garbage too.
-            if len > 40 {
-                buf[3..8].copy_from_slice(b"eval(");
-                buf[20..25].copy_from_slice(b"<?php");
-            }
-            let _ = s.scan_bytes(Path::new(names[round % names.len()]), &buf);
-        }
-    }
-
-    #[test]
-    fn empty_set_scans_nothing() {
-        let s = SignatureSet::from_toml_strs(&[]).unwrap();
-        assert!(s
-            .scan_bytes(Path::new("a.php"), b"eval($_POST[1])")
-            .is_empty());
-        assert_eq!(s.stats().files_skipped_no_rules, 1);
     }
 }

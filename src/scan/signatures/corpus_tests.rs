@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use jiff::Timestamp;
+
 use super::*;
 use crate::scan::testdir::TempDir;
 

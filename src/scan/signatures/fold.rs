@@ -142,6 +142,15 @@ mod tests {
         assert_eq!(lower_pattern("\\"), None);
     }
 
+    #[test]
+    fn garbage_patterns_never_panic() {
+        let mut x = 77u64;
+        for len in 0..3000 {
+            let bytes = noise(&mut x, len % 40, b"[]^-\\xAZaz09(?):{}p\xff");
+            let _ = lower_pattern(&String::from_utf8_lossy(&bytes));
+        }
+    }
+
     fn noise(x: &mut u64, len: usize, alphabet: &[u8]) -> Vec<u8> {
         (0..len)
             .map(|_| {
