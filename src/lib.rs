@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod findings;
 pub mod fsutil;
 pub mod http;
+pub mod incidents;
 pub mod queue;
 pub mod scan;
 pub mod store;

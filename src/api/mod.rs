@@ -11,6 +11,7 @@ pub mod auth;
 pub mod csv;
 pub mod daterange;
 mod findings;
+mod incident;
 pub mod metrics;
 mod pages;
 mod router;
@@ -39,6 +40,7 @@ pub struct Services {
     pub components: Arc<crate::daemon::components::Components>,
     /// Files restored from quarantine, trusted by the analyzer.
     pub restored: Arc<crate::watch::analyzer::Restored>,
+    pub incidents: Arc<crate::incidents::Incidents>,
 }
 
 pub use router::ROUTES;

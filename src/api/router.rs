@@ -5,7 +5,7 @@ use crate::http::{Handler, Request, Response};
 
 use super::audit::Entry;
 use super::auth::{Caller, Via};
-use super::{findings, pages, session_routes, status, App};
+use super::{findings, incident, pages, session_routes, status, App};
 
 /// Who may call a route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +50,7 @@ pub static ROUTES: &[Route] = &[
     get!("/api/v1/health", Access::Read, status::health),
     get!("/api/v1/components", Access::Read, status::components),
     get!("/api/v1/findings", Access::Read, findings::list),
+    get!("/api/v1/incident", Access::Admin, incident::timeline),
     // -- history, stats (history.rs) --
     // -- end history --
     // -- events (events.rs) --

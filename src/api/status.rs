@@ -36,20 +36,37 @@ pub(super) fn daemon_state(app: &App) -> (&'static str, &'static str, Vec<String
         }
         worst = worst.max(row.status);
     }
-    let (critical, high, _) = app.services.engine.severity_counts();
     let state = match worst {
         Status::Ok => "ok",
         Status::Warning => "warning",
         Status::Degraded => "degraded",
     };
-    let posture = if critical > 0 {
-        "critical"
-    } else if high > 0 || worst == Status::Degraded || !faults.is_empty() {
-        "warning"
-    } else {
-        "healthy"
-    };
+    let inc = &app.services.incidents;
+    let posture =
+        crate::incidents::posture(inc.worst_open(), inc.open_by_severity(), !faults.is_empty());
     (state, posture, faults)
+}
+
+/// Per check: findings correlation could not attribute to an account, now and since start.
+fn correlation_attribution(app: &App) -> Value {
+    let mut current: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+    app.services.engine.with_active(|a| {
+        for f in a.iter().filter(|f| f.account.is_none()) {
+            *current.entry(f.check.clone()).or_insert(0) += 1;
+        }
+    });
+    let cumulative = app.services.incidents.unattributed_cumulative();
+    let mut out = Map::new();
+    for check in current.keys().chain(cumulative.keys()) {
+        out.insert(
+            check.clone(),
+            json!({
+                "current": current.get(check).copied().unwrap_or(0),
+                "cumulative": cumulative.get(check).copied().unwrap_or(0),
+            }),
+        );
+    }
+    Value::Object(out)
 }
 
 pub fn snapshot(app: &App) -> Value {
@@ -78,10 +95,25 @@ pub fn snapshot(app: &App) -> Value {
         json!({ "critical": critical, "high": high, "warning": warning }),
     );
     m.insert("findings_active".into(), json!(critical + high + warning));
+    let (ic, ih, iw) = app.services.incidents.open_by_severity();
     m.insert(
         "incidents_open_by_severity".into(),
-        json!({ "critical": 0, "high": 0, "warning": 0 }),
+        json!({ "critical": ic, "high": ih, "warning": iw }),
     );
+    // Present once a finding has been merged into the active set since start.
+    if app
+        .services
+        .engine
+        .counters
+        .dispatched
+        .load(Ordering::Relaxed)
+        > 0
+    {
+        m.insert(
+            "correlation_attribution".into(),
+            correlation_attribution(app),
+        );
+    }
     m.insert("blocklist_size".into(), json!(0));
     m.insert(
         "watchers".into(),

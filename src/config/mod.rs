@@ -118,6 +118,12 @@ pub struct Engine {
     pub auth_failures: u32,
     /// `thresholds.auth_window_seconds`.
     pub auth_window_seconds: u64,
+    /// `thresholds.auth_max_tracked_addresses`.
+    pub auth_max_tracked_addresses: usize,
+    /// `thresholds.auth_max_known_logins`.
+    pub auth_max_known_logins: usize,
+    /// `thresholds.auth_new_address_mail`.
+    pub auth_new_address_mail: bool,
     /// `auto_response.quarantine`: move high-confidence malware into quarantine.
     pub auto_quarantine: bool,
     /// `checks.critical_interval_min` (0 disables the schedule).
@@ -128,6 +134,9 @@ pub struct Engine {
     pub checks_root: PathBuf,
     /// `checks.web_roots`: web roots for the PHP checks (default: the usual layout under `checks.root`).
     pub web_roots: Option<Vec<PathBuf>>,
+    /// `incidents.window_minutes`: findings of one source within this window form one
+    /// incident; an incident quiet this long is resolved.
+    pub incident_window_minutes: u64,
 }
 
 impl Default for Engine {
@@ -141,11 +150,15 @@ impl Default for Engine {
             watch_backend: "auto".into(),
             auth_failures: 5,
             auth_window_seconds: 600,
+            auth_max_tracked_addresses: 65_536,
+            auth_max_known_logins: 65_536,
+            auth_new_address_mail: false,
             auto_quarantine: false,
             critical_interval_min: 10,
             deep_interval_min: 60,
             checks_root: PathBuf::from("/"),
             web_roots: None,
+            incident_window_minutes: 60,
         }
     }
 }
@@ -441,6 +454,11 @@ fn read_engine(root: &mut TableReader<'_>, errs: &mut Errors) -> Engine {
         7 * 86_400,
         errs,
     ) as u64;
+    let auth_max_tracked_addresses =
+        th.int("auth_max_tracked_addresses", 65_536, 16, 10_000_000, errs) as usize;
+    let auth_max_known_logins =
+        th.int("auth_max_known_logins", 65_536, 16, 10_000_000, errs) as usize;
+    let auth_new_address_mail = th.bool("auth_new_address_mail", false, errs);
     th.finish(errs);
 
     let mut ar = root.table("auto_response", errs);
@@ -462,12 +480,19 @@ fn read_engine(root: &mut TableReader<'_>, errs: &mut Errors) -> Engine {
         None
     };
     ck.finish(errs);
+    let mut inc = root.table("incidents", errs);
+    let incident_window_minutes = inc.int("window_minutes", 60, 1, 7 * 24 * 60, errs) as u64;
+    inc.finish(errs);
     Engine {
+        incident_window_minutes,
         auth_logs,
         watch_roots,
         watch_backend,
         auth_failures,
         auth_window_seconds,
+        auth_max_tracked_addresses,
+        auth_max_known_logins,
+        auth_new_address_mail,
         auto_quarantine,
         critical_interval_min,
         deep_interval_min,

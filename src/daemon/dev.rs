@@ -1,7 +1,9 @@
 //! `--dev`: the embedded default configuration for trying svc without root or a config.
 //!
 //! State lives in `./.svc-dev/`, HTTPS listens on 127.0.0.1:9443, and an admin, a read and
-//! a metrics token are generated once into `./.svc-dev/tokens` (mode 0600).
+//! a metrics token are generated once into `./.svc-dev/tokens` (mode 0600). The file
+//! watcher covers `./.svc-dev/www` and the authentication-log watcher tails
+//! `./.svc-dev/auth.log`, so attacks can be tried by hand.
 
 use std::path::{Path, PathBuf};
 
@@ -72,9 +74,17 @@ pub fn config() -> Result<(Config, DevTokens), String> {
     crate::fsutil::ensure_dir(&dir, 0o700).map_err(|e| format!("{}: {e}", dir.display()))?;
     let tokens =
         ensure_tokens(&dir).map_err(|e| format!("{}: {e}", dir.join("tokens").display()))?;
+    let www = dir.join("www");
+    std::fs::create_dir_all(&www).map_err(|e| format!("{}: {e}", www.display()))?;
+    let auth_log = dir.join("auth.log");
+    if !auth_log.exists() {
+        std::fs::write(&auth_log, b"").map_err(|e| format!("{}: {e}", auth_log.display()))?;
+    }
     let text = format!(
-        "state_path = {state:?}\n[webui]\nlisten = {DEV_LISTEN:?}\nmetrics_token = {m:?}\n[[webui.tokens]]\nname = \"dev-admin\"\ntoken = {a:?}\nscope = \"admin\"\n[[webui.tokens]]\nname = \"dev-read\"\ntoken = {r:?}\nscope = \"read\"\n",
+        "state_path = {state:?}\n[webui]\nlisten = {DEV_LISTEN:?}\nmetrics_token = {m:?}\n[[webui.tokens]]\nname = \"dev-admin\"\ntoken = {a:?}\nscope = \"admin\"\n[[webui.tokens]]\nname = \"dev-read\"\ntoken = {r:?}\nscope = \"read\"\n[logs]\nauth = [{log:?}]\n[files]\nwatch = [{www:?}]\n",
         state = dir.display().to_string(),
+        log = auth_log.display().to_string(),
+        www = www.display().to_string(),
         m = tokens.metrics,
         a = tokens.admin,
         r = tokens.read,

@@ -105,6 +105,14 @@ pub fn run(opts: Options) -> Result<(), String> {
             .map(|c| c.name),
     );
     let components = Arc::new(components::Components::default());
+    let incidents = Arc::new(crate::incidents::Incidents::new(
+        clock.clone(),
+        std::time::Duration::from_secs(cfg.engine.incident_window_minutes * 60),
+    ));
+    {
+        let incidents = incidents.clone();
+        engine.subscribe(Box::new(move |f| incidents.observe(f)));
+    }
     let check_ctx = check_context(&cfg, clock.clone());
     let jobs = ScanJobs::new(
         clock.clone(),
@@ -133,6 +141,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         jobs: jobs.clone(),
         components: components.clone(),
         restored: collectors.restored.clone(),
+        incidents: incidents.clone(),
     };
     let app = Arc::new(App::new(cfg.clone(), clock, store.clone(), services));
     {

@@ -1,5 +1,6 @@
 //! Collectors: file events (fanotify/inotify) with the content analyzer, and logs.
 pub mod analyzer;
+pub mod authlog;
 pub mod collectors;
 pub mod files;
 

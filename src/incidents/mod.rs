@@ -1,0 +1,462 @@
+//! Incidents: findings that share an attacker address or an account within a window become
+//! one incident; the security posture follows open incidents and daemon faults.
+//!
+//! An incident is keyed by the finding's address, else its account, else (for host-wide
+//! findings) its check. It is `open` while findings keep arriving within the window,
+//! `contained` once its source is blocked or its file quarantined, and `resolved` after a
+//! quiet window. State is derived from time on each read, so no timer thread is needed.
+//! Incidents live in memory (bounded; resolved ones are evicted first).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use parking_lot::Mutex;
+use serde::Serialize;
+
+use crate::clock::SharedClock;
+use crate::findings::{Finding, Severity};
+
+/// Incidents kept at most.
+pub const MAX_INCIDENTS: usize = 10_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyKind {
+    Ip,
+    Account,
+    Host,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    Open,
+    Contained,
+    Resolved,
+}
+
+#[derive(Clone, Debug)]
+struct Incident {
+    id: u64,
+    kind: KeyKind,
+    key: String,
+    severity: Severity,
+    first_seen: Timestamp,
+    last_seen: Timestamp,
+    count: u64,
+    checks: BTreeSet<String>,
+    accounts: BTreeSet<String>,
+    contained: bool,
+}
+
+/// An incident as the API shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct IncidentView {
+    pub id: u64,
+    pub kind: KeyKind,
+    pub key: String,
+    pub state: State,
+    pub severity: Severity,
+    #[serde(serialize_with = "crate::timefmt::ser")]
+    pub first_seen: Timestamp,
+    #[serde(serialize_with = "crate::timefmt::ser")]
+    pub last_seen: Timestamp,
+    pub count: u64,
+    pub checks: Vec<String>,
+    pub accounts: Vec<String>,
+}
+
+#[derive(Default)]
+struct Inner {
+    by_key: HashMap<(KeyKind, String), Incident>,
+    next_id: u64,
+    /// Findings without an account since start, per check.
+    unattributed_cumulative: BTreeMap<String, u64>,
+    evicted: u64,
+}
+
+pub struct Incidents {
+    clock: SharedClock,
+    window: Duration,
+    inner: Mutex<Inner>,
+}
+
+fn key_of(f: &Finding) -> (KeyKind, String) {
+    if let Some(ip) = f.ip {
+        (KeyKind::Ip, ip.to_string())
+    } else if let Some(a) = &f.account {
+        (KeyKind::Account, a.clone())
+    } else {
+        (KeyKind::Host, f.check.clone())
+    }
+}
+
+impl Incidents {
+    pub fn new(clock: SharedClock, window: Duration) -> Incidents {
+        Incidents {
+            clock,
+            window,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    pub fn window(&self) -> Duration {
+        self.window
+    }
+
+    fn state_of(&self, i: &Incident, now: Timestamp) -> State {
+        if crate::clock::add(i.last_seen, self.window) <= now {
+            State::Resolved
+        } else if i.contained {
+            State::Contained
+        } else {
+            State::Open
+        }
+    }
+
+    /// Folds one dispatched finding into its incident (a listener of the engine).
+    pub fn observe(&self, f: &Finding) {
+        let now = self.clock.now();
+        let key = key_of(f);
+        let contained = f.details.contains("quarantined as");
+        let mut g = self.inner.lock();
+        if f.account.is_none() {
+            *g.unattributed_cumulative
+                .entry(f.check.clone())
+                .or_insert(0) += 1;
+        }
+        let resolved = g
+            .by_key
+            .get(&key)
+            .is_some_and(|i| self.state_of(i, now) == State::Resolved);
+        if resolved {
+            // A quiet incident that flares up again starts a new incident.
+            g.by_key.remove(&key);
+        }
+        if !g.by_key.contains_key(&key) && g.by_key.len() >= MAX_INCIDENTS {
+            self.evict(&mut g, now);
+        }
+        g.next_id += 1;
+        let id = g.next_id;
+        let inc = g.by_key.entry(key.clone()).or_insert_with(|| Incident {
+            id,
+            kind: key.0,
+            key: key.1.clone(),
+            severity: f.severity,
+            first_seen: f.first_seen.min(now),
+            last_seen: f.last_seen,
+            count: 0,
+            checks: BTreeSet::new(),
+            accounts: BTreeSet::new(),
+            contained: false,
+        });
+        inc.severity = inc.severity.max(f.severity);
+        inc.last_seen = inc.last_seen.max(f.last_seen).max(now);
+        inc.count += 1;
+        inc.checks.insert(f.check.clone());
+        if let Some(a) = &f.account {
+            inc.accounts.insert(a.clone());
+        }
+        inc.contained |= contained;
+    }
+
+    fn evict(&self, g: &mut Inner, now: Timestamp) {
+        let victim = g
+            .by_key
+            .iter()
+            .min_by_key(|(_, i)| (self.state_of(i, now) != State::Resolved, i.last_seen))
+            .map(|(k, _)| k.clone());
+        if let Some(k) = victim {
+            g.by_key.remove(&k);
+            g.evicted += 1;
+        }
+    }
+
+    /// Marks the incident of an address contained (its source is blocked).
+    pub fn contain_ip(&self, ip: IpAddr) {
+        if let Some(i) = self
+            .inner
+            .lock()
+            .by_key
+            .get_mut(&(KeyKind::Ip, ip.to_string()))
+        {
+            i.contained = true;
+        }
+    }
+
+    fn view(&self, i: &Incident, now: Timestamp) -> IncidentView {
+        IncidentView {
+            id: i.id,
+            kind: i.kind,
+            key: i.key.clone(),
+            state: self.state_of(i, now),
+            severity: i.severity,
+            first_seen: i.first_seen,
+            last_seen: i.last_seen,
+            count: i.count,
+            checks: i.checks.iter().cloned().collect(),
+            accounts: i.accounts.iter().cloned().collect(),
+        }
+    }
+
+    /// All incidents, newest activity first.
+    pub fn list(&self) -> Vec<IncidentView> {
+        let now = self.clock.now();
+        let g = self.inner.lock();
+        let mut v: Vec<IncidentView> = g.by_key.values().map(|i| self.view(i, now)).collect();
+        v.sort_by(|a, b| b.last_seen.cmp(&a.last_seen).then(a.id.cmp(&b.id)));
+        v
+    }
+
+    /// Incidents of one address or account.
+    pub fn matching(&self, ip: Option<IpAddr>, account: Option<&str>) -> Vec<IncidentView> {
+        self.list()
+            .into_iter()
+            .filter(|i| {
+                ip.is_some_and(|ip| i.kind == KeyKind::Ip && i.key == ip.to_string())
+                    || account.is_some_and(|a| {
+                        i.accounts.iter().any(|x| x == a)
+                            || (i.kind == KeyKind::Account && i.key == a)
+                    })
+            })
+            .collect()
+    }
+
+    /// Open and contained incidents by severity: (critical, high, warning).
+    pub fn open_by_severity(&self) -> (u64, u64, u64) {
+        let now = self.clock.now();
+        let g = self.inner.lock();
+        let mut c = (0, 0, 0);
+        for i in g
+            .by_key
+            .values()
+            .filter(|i| self.state_of(i, now) != State::Resolved)
+        {
+            match i.severity {
+                Severity::Critical => c.0 += 1,
+                Severity::High => c.1 += 1,
+                Severity::Warning => c.2 += 1,
+            }
+        }
+        c
+    }
+
+    /// The worst severity among incidents that are open (not contained, not resolved).
+    pub fn worst_open(&self) -> Option<Severity> {
+        let now = self.clock.now();
+        let g = self.inner.lock();
+        g.by_key
+            .values()
+            .filter(|i| self.state_of(i, now) == State::Open)
+            .map(|i| i.severity)
+            .max()
+    }
+
+    /// Cumulative findings without an account since start, per check.
+    pub fn unattributed_cumulative(&self) -> BTreeMap<String, u64> {
+        self.inner.lock().unattributed_cumulative.clone()
+    }
+}
+
+/// The security posture: `critical` with an open CRITICAL incident; `warning` with an open
+/// HIGH incident, a contained-but-unresolved HIGH or CRITICAL incident, or any daemon fault
+/// (a degraded queue, a failing store); `healthy` otherwise.
+pub fn posture(
+    worst_open: Option<Severity>,
+    open_counts: (u64, u64, u64),
+    faults: bool,
+) -> &'static str {
+    match worst_open {
+        Some(Severity::Critical) => "critical",
+        Some(Severity::High) => "warning",
+        _ if faults || open_counts.0 + open_counts.1 > 0 => "warning",
+        _ => "healthy",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{Clock, ManualClock};
+
+    fn finding(
+        check: &str,
+        sev: Severity,
+        ip: Option<&str>,
+        account: Option<&str>,
+        at: Timestamp,
+    ) -> Finding {
+        let mut f = Finding::new(check, sev, format!("{check} {ip:?}"), at);
+        f.ip = ip.map(|s| s.parse().unwrap());
+        f.account = account.map(String::from);
+        f
+    }
+
+    #[test]
+    fn same_address_within_window_is_one_incident() {
+        let clock = ManualClock::at_epoch_2026();
+        let inc = Incidents::new(clock.clone(), Duration::from_secs(3600));
+        inc.observe(&finding(
+            "ssh_bruteforce",
+            Severity::High,
+            Some("203.0.113.9"),
+            None,
+            clock.now(),
+        ));
+        clock.advance_secs(600);
+        inc.observe(&finding(
+            "pam_bruteforce",
+            Severity::High,
+            Some("203.0.113.9"),
+            None,
+            clock.now(),
+        ));
+        inc.observe(&finding(
+            "webshell",
+            Severity::Critical,
+            None,
+            Some("alice"),
+            clock.now(),
+        ));
+        let all = inc.list();
+        assert_eq!(all.len(), 2);
+        let ip = all.iter().find(|i| i.kind == KeyKind::Ip).unwrap();
+        assert_eq!(ip.count, 2);
+        assert_eq!(ip.checks, vec!["pam_bruteforce", "ssh_bruteforce"]);
+        assert_eq!(inc.open_by_severity(), (1, 1, 0));
+        assert_eq!(inc.worst_open(), Some(Severity::Critical));
+        assert_eq!(
+            posture(inc.worst_open(), inc.open_by_severity(), false),
+            "critical"
+        );
+        assert_eq!(inc.matching(None, Some("alice")).len(), 1);
+    }
+
+    #[test]
+    fn quiet_incidents_resolve_and_flare_ups_start_new_ones() {
+        let clock = ManualClock::at_epoch_2026();
+        let inc = Incidents::new(clock.clone(), Duration::from_secs(3600));
+        inc.observe(&finding(
+            "ssh_bruteforce",
+            Severity::High,
+            Some("198.51.100.1"),
+            None,
+            clock.now(),
+        ));
+        assert_eq!(
+            posture(inc.worst_open(), inc.open_by_severity(), false),
+            "warning"
+        );
+        clock.advance_secs(3601);
+        assert_eq!(inc.list()[0].state, State::Resolved);
+        assert_eq!(inc.open_by_severity(), (0, 0, 0));
+        assert_eq!(
+            posture(inc.worst_open(), inc.open_by_severity(), false),
+            "healthy"
+        );
+        assert_eq!(
+            posture(inc.worst_open(), inc.open_by_severity(), true),
+            "warning"
+        );
+        let first = inc.list()[0].id;
+        inc.observe(&finding(
+            "ssh_bruteforce",
+            Severity::High,
+            Some("198.51.100.1"),
+            None,
+            clock.now(),
+        ));
+        let again = inc.list();
+        assert_eq!(again.len(), 1);
+        assert_ne!(again[0].id, first);
+        assert_eq!(again[0].state, State::Open);
+    }
+
+    #[test]
+    fn blocked_source_or_quarantine_contains() {
+        let clock = ManualClock::at_epoch_2026();
+        let inc = Incidents::new(clock.clone(), Duration::from_secs(3600));
+        inc.observe(&finding(
+            "ssh_bruteforce",
+            Severity::Critical,
+            Some("192.0.2.7"),
+            None,
+            clock.now(),
+        ));
+        inc.contain_ip("192.0.2.7".parse().unwrap());
+        assert_eq!(inc.list()[0].state, State::Contained);
+        let mut q = finding(
+            "webshell",
+            Severity::Critical,
+            None,
+            Some("bob"),
+            clock.now(),
+        );
+        q.details = "rule X; quarantined as abc".into();
+        inc.observe(&q);
+        assert_eq!(inc.worst_open(), None);
+        assert_eq!(inc.open_by_severity(), (2, 0, 0));
+        assert_eq!(
+            posture(inc.worst_open(), inc.open_by_severity(), false),
+            "warning"
+        );
+    }
+
+    #[test]
+    fn unattributed_findings_are_counted_per_check() {
+        let clock = ManualClock::at_epoch_2026();
+        let inc = Incidents::new(clock.clone(), Duration::from_secs(60));
+        inc.observe(&finding(
+            "sshd_root_password_login",
+            Severity::High,
+            None,
+            None,
+            clock.now(),
+        ));
+        inc.observe(&finding(
+            "webshell",
+            Severity::High,
+            None,
+            Some("a"),
+            clock.now(),
+        ));
+        assert_eq!(
+            inc.unattributed_cumulative()
+                .get("sshd_root_password_login"),
+            Some(&1)
+        );
+        assert_eq!(inc.unattributed_cumulative().get("webshell"), None);
+    }
+
+    #[test]
+    fn bounded_with_resolved_evicted_first() {
+        let clock = ManualClock::at_epoch_2026();
+        let inc = Incidents::new(clock.clone(), Duration::from_secs(60));
+        inc.observe(&finding(
+            "x",
+            Severity::Warning,
+            Some("10.0.0.1"),
+            None,
+            clock.now(),
+        ));
+        clock.advance_secs(120);
+        for n in 0..MAX_INCIDENTS {
+            let ip = format!("10.1.{}.{}", n / 256, n % 256);
+            inc.observe(&finding(
+                "x",
+                Severity::Warning,
+                Some(&ip),
+                None,
+                clock.now(),
+            ));
+        }
+        let all = inc.list();
+        assert_eq!(all.len(), MAX_INCIDENTS);
+        assert!(
+            all.iter().all(|i| i.key != "10.0.0.1"),
+            "the resolved one went first"
+        );
+    }
+}

@@ -1,0 +1,432 @@
+//! Turns [`AuthEvent`]s into findings.
+//!
+//! Checks (names are stable API):
+//! - `ssh_bruteforce` (HIGH): `failures` or more sshd failures from one address within
+//!   `window_secs`. Message `SSH brute force from <ip>`.
+//! - `pam_bruteforce` (HIGH): the same for PAM services other than sshd and for Dovecot.
+//!   Message `Authentication brute force from <ip>`.
+//! - `ssh_root_login` (WARNING): a successful sshd login as `root`. Message
+//!   `SSH root login from <ip>`; emitted for every such login.
+//! - `auth_new_address_login` (WARNING): a successful login (sshd; Dovecot too when
+//!   `new_address_mail`) from an address the user never logged in from, for a user with at
+//!   least one known address. A user's first login seen only records the baseline.
+//!   Message `Login as <user> from new address <ip>`.
+//!
+//! Messages depend only on the address (and user), so the active set merges repeats.
+//!
+//! Counting rules (to count attempts, not log lines):
+//! - the window starts at an address's first failure and restarts with the first failure
+//!   after it has elapsed; a brute-force finding is emitted once per window, when the count
+//!   reaches the threshold;
+//! - sshd: each `Failed password`/`keyboard-interactive` line is one attempt; connection-level
+//!   lines (`Invalid user`, `not allowed`, `Failed none`/`publickey`, `Connection closed by
+//!   ... [preauth]`, `maximum authentication attempts`) count one per connection (source
+//!   port), and an `Invalid user` line covers the first password attempt on its connection;
+//! - PAM lines of the `sshd` service are ignored (sshd logs the same attempt itself);
+//! - Dovecot login lines count their `N attempts`; Dovecot auth-process lines and
+//!   `pam_unix(dovecot:auth)` lines describe the same attempts, so the Dovecot count is the
+//!   largest of the three sources, added to the other PAM services' count.
+//!
+//! Failures without an address (local `su`, `rhost` a host name) are only counted.
+
+use std::fmt::Write as _;
+use std::net::IpAddr;
+
+use crate::clock::SharedClock;
+use crate::findings::{Finding, Severity};
+
+use super::known::{cut, KnownLogins, Seen};
+use super::parse::{parse_line, AuthEvent, AuthKind, AuthService};
+use super::table::AddrTable;
+use super::thresholds::AuthThresholds;
+
+/// Distinct user names remembered per address (for the finding's details).
+const MAX_USERS_PER_ADDRESS: usize = 5;
+/// Distinct raw service names remembered per address.
+const MAX_SERVICES_PER_ADDRESS: usize = 4;
+/// Longest user name copied into a finding.
+const MAX_USER_IN_FINDING: usize = 64;
+/// How often [`AuthDetector::maintain`] purges expired state.
+const MAINTAIN_EVERY_NS: i64 = 60_000_000_000;
+
+/// Check names.
+pub const CHECK_SSH_BRUTEFORCE: &str = "ssh_bruteforce";
+pub const CHECK_PAM_BRUTEFORCE: &str = "pam_bruteforce";
+pub const CHECK_SSH_ROOT_LOGIN: &str = "ssh_root_login";
+pub const CHECK_NEW_ADDRESS_LOGIN: &str = "auth_new_address_login";
+
+/// Counters of the detector (cumulative since creation, except the two sizes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AuthDetectorStats {
+    /// Events observed.
+    pub events: u64,
+    /// Failures counted towards an address (after the counting rules).
+    pub failures_counted: u64,
+    /// Failures without a usable address.
+    pub unattributed_failures: u64,
+    /// Findings emitted.
+    pub findings: u64,
+    /// Addresses with failure state now (size).
+    pub addresses_tracked: u64,
+    /// Live address state evicted by `auth_max_tracked_addresses`.
+    pub addresses_evicted: u64,
+    /// (user, address) pairs remembered now (size).
+    pub known_logins: u64,
+    /// Pairs forgotten because of `auth_max_known_logins`.
+    pub known_logins_evicted: u64,
+    /// User names not recorded in an address's details (past 5 distinct per address).
+    pub users_not_recorded: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Channel {
+    Ssh,
+    Pam,
+    DovecotLogin,
+    DovecotAuth,
+    DovecotPam,
+}
+
+/// Failure state of one address.
+struct Track {
+    window_start: i64,
+    last_seen: i64,
+    ssh: u32,
+    pam: u32,
+    dc_login: u32,
+    dc_auth: u32,
+    dc_pam: u32,
+    ssh_alerted: bool,
+    pam_alerted: bool,
+    conn_port: Option<u16>,
+    credit: bool,
+    users: Vec<Box<str>>,
+    users_more: u32,
+    services: Vec<Box<str>>,
+}
+
+impl Track {
+    fn new(now: i64) -> Track {
+        Track {
+            window_start: now,
+            last_seen: now,
+            ssh: 0,
+            pam: 0,
+            dc_login: 0,
+            dc_auth: 0,
+            dc_pam: 0,
+            ssh_alerted: false,
+            pam_alerted: false,
+            conn_port: None,
+            credit: false,
+            users: Vec::new(),
+            users_more: 0,
+            services: Vec::new(),
+        }
+    }
+
+    fn restart_window(&mut self, now: i64) {
+        let port = self.conn_port;
+        *self = Track::new(now);
+        self.conn_port = port;
+    }
+
+    fn pam_score(&self) -> u32 {
+        let dovecot = self.dc_login.max(self.dc_auth).max(self.dc_pam);
+        self.pam.saturating_add(dovecot)
+    }
+
+    /// How much an sshd event adds (see the module doc).
+    fn ssh_weight(&mut self, ev: &AuthEvent<'_>) -> u32 {
+        let same_conn = ev.port.is_some() && self.conn_port == ev.port;
+        let attempt =
+            ev.kind == AuthKind::Failure && !matches!(ev.method, Some("none" | "publickey"));
+        if attempt {
+            let covered = same_conn && self.credit;
+            self.conn_port = ev.port;
+            self.credit = false;
+            u32::from(!covered)
+        } else if same_conn {
+            0
+        } else {
+            self.conn_port = ev.port;
+            self.credit = matches!(ev.kind, AuthKind::InvalidUser | AuthKind::NotAllowed)
+                || ev.kind == AuthKind::Failure;
+            1
+        }
+    }
+
+    /// Returns false when the user could not be recorded (cap).
+    fn note(&mut self, user: Option<&str>, service: &str) -> bool {
+        if !self.services.iter().any(|s| &**s == service)
+            && self.services.len() < MAX_SERVICES_PER_ADDRESS
+        {
+            self.services.push(cut(service, 32).into());
+        }
+        let Some(user) = user else { return true };
+        let user = cut(user, MAX_USER_IN_FINDING);
+        if self.users.iter().any(|u| &**u == user) {
+            return true;
+        }
+        if self.users.len() < MAX_USERS_PER_ADDRESS {
+            self.users.push(user.into());
+            true
+        } else {
+            self.users_more = self.users_more.saturating_add(1);
+            false
+        }
+    }
+}
+
+/// The authentication-log detector. Single-threaded; owned by the watcher thread.
+pub struct AuthDetector {
+    th: AuthThresholds,
+    clock: SharedClock,
+    window_ns: i64,
+    table: AddrTable<Track>,
+    known: KnownLogins,
+    stats: AuthDetectorStats,
+    last_maintain: i64,
+}
+
+impl AuthDetector {
+    /// A detector with `thresholds` (forced into range, see [`AuthThresholds::clamped`]).
+    pub fn new(thresholds: AuthThresholds, clock: SharedClock) -> Self {
+        let th = thresholds.clamped();
+        let window_ns = i64::try_from(th.window_secs)
+            .unwrap_or(i64::MAX)
+            .saturating_mul(1_000_000_000);
+        let last_maintain = clock.monotonic_nanos();
+        AuthDetector {
+            table: AddrTable::new(th.max_tracked_addresses),
+            known: KnownLogins::new(th.max_known_logins),
+            th,
+            clock,
+            window_ns,
+            stats: AuthDetectorStats::default(),
+            last_maintain,
+        }
+    }
+
+    pub fn thresholds(&self) -> &AuthThresholds {
+        &self.th
+    }
+
+    /// Parses `line` and observes the event. Returns whether the line was an auth event.
+    pub fn process_line(&mut self, line: &str, emit: &mut dyn FnMut(Finding)) -> bool {
+        match parse_line(line) {
+            Some(ev) => {
+                self.observe(&ev, emit);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Observes one event, calling `emit` for each finding it completes.
+    pub fn observe(&mut self, ev: &AuthEvent<'_>, emit: &mut dyn FnMut(Finding)) {
+        self.stats.events += 1;
+        match ev.kind {
+            AuthKind::SessionOpened => {}
+            AuthKind::Success => self.on_success(ev, emit),
+            _ => self.on_failure(ev, emit),
+        }
+    }
+
+    fn on_failure(&mut self, ev: &AuthEvent<'_>, emit: &mut dyn FnMut(Finding)) {
+        let channel = match ev.service {
+            AuthService::Sshd => Channel::Ssh,
+            AuthService::Pam if ev.raw_service == "sshd" => return,
+            AuthService::Pam if ev.raw_service.starts_with("dovecot") => Channel::DovecotPam,
+            AuthService::Pam => Channel::Pam,
+            AuthService::Dovecot if ev.raw_service.ends_with("-login") => Channel::DovecotLogin,
+            AuthService::Dovecot => Channel::DovecotAuth,
+        };
+        let Some(ip) = ev.ip else {
+            self.stats.unattributed_failures += 1;
+            return;
+        };
+        let now = self.clock.monotonic_nanos();
+        let window = self.window_ns;
+        let t = self.table.get_or_insert_with(
+            ip,
+            || Track::new(now),
+            |t| now.saturating_sub(t.last_seen) <= window,
+        );
+        if now.saturating_sub(t.window_start) > window {
+            t.restart_window(now);
+        }
+        t.last_seen = now;
+        let add = match channel {
+            Channel::Ssh => t.ssh_weight(ev),
+            _ => ev.attempts.max(1),
+        };
+        let slot = match channel {
+            Channel::Ssh => &mut t.ssh,
+            Channel::Pam => &mut t.pam,
+            Channel::DovecotLogin => &mut t.dc_login,
+            Channel::DovecotAuth => &mut t.dc_auth,
+            Channel::DovecotPam => &mut t.dc_pam,
+        };
+        *slot = slot.saturating_add(add);
+        self.stats.failures_counted += u64::from(add);
+        if !t.note(ev.user, ev.raw_service) {
+            self.stats.users_not_recorded += 1;
+        }
+        let limit = self.th.failures;
+        let (check, count) = if channel == Channel::Ssh {
+            if t.ssh < limit || t.ssh_alerted {
+                return;
+            }
+            t.ssh_alerted = true;
+            (CHECK_SSH_BRUTEFORCE, t.ssh)
+        } else {
+            let score = t.pam_score();
+            if score < limit || t.pam_alerted {
+                return;
+            }
+            t.pam_alerted = true;
+            (CHECK_PAM_BRUTEFORCE, score)
+        };
+        let f = bruteforce_finding(check, ip, count, t, &self.th, self.clock.now());
+        self.stats.findings += 1;
+        emit(f);
+    }
+
+    fn on_success(&mut self, ev: &AuthEvent<'_>, emit: &mut dyn FnMut(Finding)) {
+        let (Some(ip), Some(user)) = (ev.ip, ev.user) else {
+            return;
+        };
+        let method = ev.method.unwrap_or("unknown");
+        if ev.service == AuthService::Sshd && user == "root" {
+            let f = Finding::new(
+                CHECK_SSH_ROOT_LOGIN,
+                Severity::Warning,
+                format!("SSH root login from {ip}"),
+                self.clock.now(),
+            )
+            .with_ip(ip)
+            .with_details(format!(
+                "root logged in with {} from {ip} on host {} ({})",
+                clean(method, 32),
+                clean(ev.host, 64),
+                clean(ev.raw_service, 32)
+            ));
+            self.stats.findings += 1;
+            emit(f);
+        }
+        let tracked = ev.service == AuthService::Sshd
+            || (ev.service == AuthService::Dovecot && self.th.new_address_mail);
+        if !tracked {
+            return;
+        }
+        if let Seen::New(before) = self.known.observe(user, ip) {
+            let u = clean(user, MAX_USER_IN_FINDING);
+            let f = Finding::new(
+                CHECK_NEW_ADDRESS_LOGIN,
+                Severity::Warning,
+                format!("Login as {u} from new address {ip}"),
+                self.clock.now(),
+            )
+            .with_ip(ip)
+            .with_details(format!(
+                "first successful {} login for {u} from {ip} (method {}; {before} other known address{})",
+                ev.service,
+                clean(method, 32),
+                if before == 1 { "" } else { "es" }
+            ));
+            self.stats.findings += 1;
+            emit(f);
+        }
+    }
+
+    /// Drops expired address state (at most once a minute of monotonic time). Call it from
+    /// the watcher loop; without it expired state still gives way under the cap.
+    pub fn maintain(&mut self) {
+        let now = self.clock.monotonic_nanos();
+        if now.saturating_sub(self.last_maintain) < MAINTAIN_EVERY_NS {
+            return;
+        }
+        self.last_maintain = now;
+        let window = self.window_ns;
+        self.table
+            .purge(|t| now.saturating_sub(t.last_seen) <= window);
+    }
+
+    /// Current counters.
+    pub fn stats(&self) -> AuthDetectorStats {
+        AuthDetectorStats {
+            addresses_tracked: self.table.len() as u64,
+            addresses_evicted: self.table.evicted(),
+            known_logins: self.known.len() as u64,
+            known_logins_evicted: self.known.evicted(),
+            ..self.stats
+        }
+    }
+
+    /// Every remembered (user, address) login pair, oldest first, so the caller can persist
+    /// the baseline across restarts.
+    pub fn known_logins(&self) -> Vec<(String, IpAddr)> {
+        self.known.snapshot()
+    }
+
+    /// Restores pairs saved with [`AuthDetector::known_logins`] (no findings; the cap
+    /// applies).
+    pub fn restore_known_logins<'a>(&mut self, pairs: impl IntoIterator<Item = (&'a str, IpAddr)>) {
+        for (user, ip) in pairs {
+            self.known.observe(user, ip);
+        }
+    }
+}
+
+fn bruteforce_finding(
+    check: &'static str,
+    ip: IpAddr,
+    count: u32,
+    t: &Track,
+    th: &AuthThresholds,
+    now: jiff::Timestamp,
+) -> Finding {
+    let message = if check == CHECK_SSH_BRUTEFORCE {
+        format!("SSH brute force from {ip}")
+    } else {
+        format!("Authentication brute force from {ip}")
+    };
+    let mut details = format!(
+        "{count} failed logins from {ip} within {} s (threshold {}); users: ",
+        th.window_secs, th.failures
+    );
+    if t.users.is_empty() {
+        details.push_str("(none logged)");
+    }
+    for (i, u) in t.users.iter().enumerate() {
+        if i > 0 {
+            details.push_str(", ");
+        }
+        details.push_str(&clean(u, MAX_USER_IN_FINDING));
+    }
+    if t.users_more > 0 {
+        let _ = write!(details, " (+{} more)", t.users_more);
+    }
+    details.push_str("; services: ");
+    for (i, s) in t.services.iter().enumerate() {
+        if i > 0 {
+            details.push_str(", ");
+        }
+        details.push_str(&clean(s, 32));
+    }
+    Finding::new(check, Severity::High, message, now)
+        .with_ip(ip)
+        .with_details(details)
+}
+
+/// `s` cut to `max` bytes with control characters replaced by `?` (log text is hostile).
+fn clean(s: &str, max: usize) -> String {
+    cut(s, max)
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;
