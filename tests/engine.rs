@@ -311,3 +311,40 @@ fn scan_jobs_left_by_a_previous_process_become_errors() {
         .unwrap();
     assert_eq!(n, 2);
 }
+
+#[test]
+fn status_answers_while_the_store_writer_and_the_dispatcher_are_stalled() {
+    let d = start("stalled", "");
+    // Hold the database's write lock from outside, as a stuck disk would.
+    let db = rusqlite::Connection::open(d.state.join("svc.db")).unwrap();
+    db.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    // Findings flow: the dispatcher picks up a batch and blocks on its commit.
+    for i in 0..5 {
+        std::fs::write(d.dir.join(format!("www/s{i}.php")), WEBSHELL).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = d.get("/api/v1/status", READ).expect(200).json();
+        if s["queues"]["findings.ingest"]["running"].as_u64() == Some(1) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the dispatcher never started a batch: {}",
+            s["queues"]
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Every health read keeps answering from memory.
+    for _ in 0..5 {
+        d.get("/api/v1/status", READ).expect(200);
+        d.get("/api/v1/health", READ).expect(200);
+        d.get("/metrics", METRICS).expect(200);
+    }
+    assert!(d.cli(&["status", "--json"]).status.success());
+    assert!(d.cli(&["doctor", "--json"]).status.code().is_some());
+    // Nothing committed yet, so nothing is shown yet.
+    assert_eq!(d.get("/api/v1/findings", READ).json()["total"], 0);
+    db.execute_batch("COMMIT").unwrap();
+    wait_finding(&d, |f| f["check"] == "webshell");
+}
