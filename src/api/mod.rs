@@ -6,17 +6,23 @@
 //! state-changing requests (403), then the handler. Every non-2xx answer is JSON with an
 //! `error` message.
 
+mod accounts;
 pub mod audit;
 pub mod auth;
+mod backups;
 pub mod csv;
+mod data;
 pub mod daterange;
 mod findings;
+mod fixes;
 pub mod metrics;
 mod pages;
+mod perf;
 mod router;
 mod session_routes;
 pub mod sessions;
 mod status;
+mod suppressions;
 
 use std::sync::{Arc, OnceLock};
 
@@ -39,6 +45,10 @@ pub struct Services {
     pub components: Arc<crate::daemon::components::Components>,
     /// Files restored from quarantine, trusted by the analyzer.
     pub restored: Arc<crate::watch::analyzer::Restored>,
+    /// GeoIP databases (`[geoip]`), opened once at start; `None` when not configured.
+    pub geoip: Option<Arc<crate::geoip::GeoIp>>,
+    /// Suppression rules (also installed in the engine).
+    pub suppressions: Arc<crate::findings::suppress::Suppressions>,
 }
 
 pub use router::ROUTES;
