@@ -62,6 +62,8 @@ const ASN_TYPES: &[&str] = &["asn", "isp"];
 
 fn open_db(key: &str, path: &Path, kinds: &[&str], probe: fn(&Db) -> bool) -> Result<Db, String> {
     let shown = path.display();
+    // A regular file with a metadata marker (never blocks on a FIFO or device).
+    crate::config::geoip::looks_like_mmdb(path).map_err(|e| format!("{key} {shown}: {e}"))?;
     let reader = Reader::open_readfile(path)
         .map_err(|e| format!("{key} {shown}: cannot open as a MaxMind DB: {e}"))?;
     let kind = reader.metadata().database_type.clone();

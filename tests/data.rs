@@ -632,8 +632,13 @@ fn quarantine_preview_detail_and_suppression_lifecycle() {
     assert_eq!(p["truncated"], false);
     assert_eq!(p["original_path"], shown);
     assert_eq!(p["sha256"].as_str().unwrap().len(), 64);
-    d.get(&format!("/api/v1/quarantine-preview?id={id}"), READ)
-        .expect(403);
+    let preview = format!("/api/v1/quarantine-preview?id={id}");
+    d.get(&preview, READ).expect(403);
+    d.get(&preview, METRICS).expect(401);
+    d.req("GET", &preview, &[], b"").expect(401);
+    let auth = bearer(ADMIN);
+    d.req("POST", &preview, &[("Authorization", &auth)], b"")
+        .expect(405);
     d.get("/api/v1/quarantine-preview?id=nope", ADMIN)
         .expect(404);
     d.get("/api/v1/quarantine-preview", ADMIN).expect(400);
@@ -773,7 +778,6 @@ fn quarantine_preview_detail_and_suppression_lifecycle() {
     assert_eq!(exported["suppressions"][0]["id"], sid);
 
     // Delete: unknown 404, read token 403, then 200.
-    let auth = bearer(ADMIN);
     let rauth = bearer(READ);
     d.req(
         "DELETE",

@@ -52,14 +52,18 @@ fn db_path(t: &mut TableReader<'_>, key: &'static str, errs: &mut Errors) -> Opt
 /// Cheap check that `path` is a readable MaxMind DB file: a regular file whose last
 /// 128 KiB hold the metadata marker.
 pub fn looks_like_mmdb(path: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
     let shown = path.display();
-    let mut f = std::fs::File::open(path).map_err(|e| format!("cannot open {shown}: {e}"))?;
-    let meta = f
-        .metadata()
-        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    // Checked before opening: opening a FIFO would wait for a writer.
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot open {shown}: {e}"))?;
     if !meta.is_file() {
         return Err(format!("{shown} is not a regular file"));
     }
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("cannot open {shown}: {e}"))?;
     let start = meta.len().saturating_sub(METADATA_WINDOW);
     f.seek(SeekFrom::Start(start))
         .map_err(|e| format!("cannot read {shown}: {e}"))?;
@@ -120,6 +124,13 @@ mod tests {
         assert!(
             e.contains("geoip.city_db: cannot open /nonexistent/city.mmdb"),
             "{e}"
+        );
+        let fifo = dir.join("fifo.mmdb");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert_eq!(
+            looks_like_mmdb(&fifo),
+            Err(format!("{} is not a regular file", fifo.display())),
+            "refused without waiting for a writer"
         );
         let ok = dir.join("ok.mmdb");
         let mut bytes = vec![0u8; 300_000];
