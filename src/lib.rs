@@ -11,6 +11,7 @@ pub mod config;
 pub mod daemon;
 pub mod findings;
 pub mod fsutil;
+pub mod geoip;
 pub mod http;
 pub mod incidents;
 pub mod queue;

@@ -6,18 +6,24 @@
 //! state-changing requests (403), then the handler. Every non-2xx answer is JSON with an
 //! `error` message.
 
+mod accounts;
 pub mod audit;
 pub mod auth;
+mod backups;
 pub mod csv;
+mod data;
 pub mod daterange;
 mod findings;
+mod fixes;
 mod incident;
 pub mod metrics;
 mod pages;
+mod perf;
 mod router;
 mod session_routes;
 pub mod sessions;
 mod status;
+mod suppressions;
 
 use std::sync::{Arc, OnceLock};
 
@@ -41,6 +47,10 @@ pub struct Services {
     /// Files restored from quarantine, trusted by the analyzer.
     pub restored: Arc<crate::watch::analyzer::Restored>,
     pub incidents: Arc<crate::incidents::Incidents>,
+    /// GeoIP databases (`[geoip]`), opened once at start; `None` when not configured.
+    pub geoip: Option<Arc<crate::geoip::GeoIp>>,
+    /// Suppression rules (also installed in the engine).
+    pub suppressions: Arc<crate::findings::suppress::Suppressions>,
 }
 
 pub use router::ROUTES;

@@ -56,6 +56,66 @@ pub static ROUTES: &[Route] = &[
     // -- events (events.rs) --
     // -- end events --
     // -- data routes --
+    get!(
+        "/api/v1/findings/enriched",
+        Access::Read,
+        super::data::enriched
+    ),
+    get!(
+        "/api/v1/finding-detail",
+        Access::Read,
+        super::data::finding_detail
+    ),
+    get!(
+        "/api/v1/blocked-ips",
+        Access::Read,
+        super::data::blocked_ips
+    ),
+    get!("/api/v1/accounts", Access::Read, super::accounts::list),
+    get!("/api/v1/account", Access::Admin, super::accounts::detail),
+    get!("/api/v1/audit", Access::Admin, super::data::audit),
+    get!("/api/v1/export", Access::Admin, super::data::export),
+    get!(
+        "/api/v1/quarantine",
+        Access::Admin,
+        super::backups::quarantine
+    ),
+    get!(
+        "/api/v1/quarantine-preview",
+        Access::Admin,
+        super::backups::quarantine_preview
+    ),
+    get!(
+        "/api/v1/db-object-backups",
+        Access::Admin,
+        super::backups::db_object_backups
+    ),
+    get!(
+        "/api/v1/db-object-backup-preview",
+        Access::Admin,
+        super::backups::db_object_backup_preview
+    ),
+    get!(
+        "/api/v1/performance",
+        Access::Admin,
+        super::perf::performance
+    ),
+    get!("/api/v1/hardening", Access::Admin, super::perf::hardening),
+    Route {
+        path: "/api/v1/suppressions",
+        methods: &[
+            ("GET", super::suppressions::list),
+            ("POST", super::suppressions::create),
+        ],
+        access: Access::Admin,
+        action: "suppression.create",
+    },
+    Route {
+        path: "/api/v1/suppressions/*",
+        methods: &[("DELETE", super::suppressions::delete)],
+        access: Access::Admin,
+        action: "suppression.delete",
+    },
     // -- end data routes --
     Route {
         path: "/api/v1/sessions",

@@ -198,6 +198,21 @@ impl ScanJobs {
         self.hardening.lock().clone()
     }
 
+    /// The last stored hardening audit; when none exists yet, runs one now on this
+    /// daemon's check context, stores it and returns it.
+    pub fn hardening_or_run(&self) -> Option<serde_json::Value> {
+        if let Some(v) = self.hardening() {
+            return Some(v);
+        }
+        self.store_hardening();
+        self.hardening()
+    }
+
+    /// The check context scans read (paths, web roots, limits).
+    pub fn context(&self) -> &CheckContext {
+        &self.ctx
+    }
+
     /// Queues a job. With `wait`, blocks until it finishes (or `timeout`).
     pub fn request(
         &self,

@@ -6,6 +6,7 @@
 //! - Every key is known: unknown keys are errors, reported with their full dotted name.
 //! - Loading never logs a secret; errors name keys, never token values.
 
+pub mod geoip;
 mod merge;
 pub mod migrate;
 mod reader;
@@ -169,6 +170,8 @@ pub struct Config {
     pub state_path: PathBuf,
     pub webui: WebUi,
     pub engine: Engine,
+    /// `[geoip]`: MaxMind DB files for enrichment.
+    pub geoip: geoip::GeoIp,
     /// Files read, main file first.
     pub sources: Vec<PathBuf>,
     /// SHA-256 of the merged configuration (hex).
@@ -280,6 +283,7 @@ pub fn from_table(
 
     let webui = read_webui(&mut r, &mut errs);
     let engine = read_engine(&mut r, &mut errs);
+    let geoip = geoip::read(&mut r, &mut errs);
     r.finish(&mut errs);
 
     if !errs.0.is_empty() {
@@ -291,6 +295,7 @@ pub fn from_table(
         state_path: PathBuf::from(state_path),
         webui,
         engine,
+        geoip,
         sources,
         hash,
         dev: false,

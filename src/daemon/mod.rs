@@ -79,6 +79,7 @@ pub fn run(opts: Options) -> Result<(), String> {
 
     let (cfg, dev_tokens) = load_config(&opts)?;
     let cfg = Arc::new(cfg);
+    let geoip = crate::geoip::GeoIp::open(&cfg.geoip)?.map(Arc::new);
     crate::fsutil::ensure_dir(&cfg.state_path, 0o700)
         .map_err(|e| format!("state_path {}: {e}", cfg.state_path.display()))?;
 
@@ -104,6 +105,13 @@ pub fn run(opts: Options) -> Result<(), String> {
             .chain(crate::checks::deep_checks())
             .map(|c| c.name),
     );
+    let suppressions = crate::findings::suppress::Suppressions::load(store.clone(), clock.clone())
+        .map_err(|e| format!("loading suppressions: {e}"))?;
+    match engine.set_suppressor(suppressions.clone()) {
+        Ok(0) => {}
+        Ok(n) => log::info!("{n} active findings removed by suppressions"),
+        Err(e) => return Err(format!("applying suppressions: {e}")),
+    }
     let components = Arc::new(components::Components::default());
     let incidents = Arc::new(crate::incidents::Incidents::new(
         clock.clone(),
@@ -142,6 +150,8 @@ pub fn run(opts: Options) -> Result<(), String> {
         components: components.clone(),
         restored: collectors.restored.clone(),
         incidents: incidents.clone(),
+        geoip,
+        suppressions,
     };
     let app = Arc::new(App::new(cfg.clone(), clock, store.clone(), services));
     {

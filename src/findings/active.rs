@@ -102,6 +102,18 @@ impl ActiveSet {
         gone
     }
 
+    /// Removes the given keys; returns how many were present.
+    pub fn remove(&mut self, keys: &[(String, String)]) -> usize {
+        let n = keys
+            .iter()
+            .filter(|k| self.by_key.remove(*k).is_some())
+            .count();
+        if n > 0 {
+            self.version += 1;
+        }
+        n
+    }
+
     /// Entries ordered by severity (highest first), then newest first.
     pub fn sorted(&self) -> Vec<Finding> {
         let mut v: Vec<Finding> = self.by_key.values().cloned().collect();

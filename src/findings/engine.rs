@@ -9,6 +9,10 @@
 //!   atomically) and replayed at the next start; failures to write the file raise `state_io`.
 //! - The startup hold: `findings.ingest` holds (ages pause, losses count) until parked
 //!   findings from the previous run are replayed.
+//! - Suppressed findings (see [`super::suppress`]) are written to history but never merged
+//!   into the active set nor passed to listeners. Which findings of a batch are suppressed
+//!   is decided once, under the dispatch lock, so a rule created meanwhile either applies to
+//!   the whole batch or removes what the batch added ([`Engine::apply_suppressions`]).
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -21,6 +25,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::active::ActiveSet;
 use super::pending::{PendingFile, MAX_PARKED};
+use super::suppress::Suppressions;
 use super::Finding;
 use crate::clock::SharedClock;
 use crate::queue::{BoundedQueue, LagBasis, PopError, QueueHealth, Registry, RowConfig, RowHandle};
@@ -61,6 +66,8 @@ pub struct Counters {
     pub parked: AtomicU64,
     pub replayed: AtomicU64,
     pub batches: AtomicU64,
+    /// Findings kept out of the active set by a suppression (still in history).
+    pub suppressed: AtomicU64,
 }
 
 pub struct Engine {
@@ -74,6 +81,9 @@ pub struct Engine {
     active: RwLock<ActiveSet>,
     listeners: RwLock<Vec<Listener>>,
     scheduled_checks: RwLock<HashSet<String>>,
+    suppressor: RwLock<Option<Arc<Suppressions>>>,
+    /// Held while a batch is committed and applied, and while suppressions are applied.
+    dispatch_lock: Mutex<()>,
     pub counters: Counters,
     /// Items admitted and not yet dispatched (for [`Engine::flush`]).
     in_flight: AtomicU64,
@@ -123,6 +133,8 @@ impl Engine {
             active: RwLock::new(ActiveSet::load(active)),
             listeners: RwLock::new(Vec::new()),
             scheduled_checks: RwLock::new(HashSet::new()),
+            suppressor: RwLock::new(None),
+            dispatch_lock: Mutex::new(()),
             counters: Counters::default(),
             in_flight: AtomicU64::new(0),
             thread: Mutex::new(None),
@@ -148,6 +160,53 @@ impl Engine {
         self.scheduled_checks
             .write()
             .extend(names.into_iter().map(String::from));
+    }
+
+    /// Installs the suppression rules consulted for every dispatched finding, and removes
+    /// the active findings they already match.
+    pub fn set_suppressor(&self, s: Arc<Suppressions>) -> Result<usize, crate::store::StoreError> {
+        *self.suppressor.write() = Some(s);
+        self.apply_suppressions()
+    }
+
+    pub fn suppressor(&self) -> Option<Arc<Suppressions>> {
+        self.suppressor.read().clone()
+    }
+
+    /// Removes the active findings a suppression in force matches: from the store first,
+    /// then from memory. Returns how many were removed.
+    pub fn apply_suppressions(&self) -> Result<usize, crate::store::StoreError> {
+        let Some(s) = self.suppressor() else {
+            return Ok(0);
+        };
+        let _dispatch = self.dispatch_lock.lock();
+        let keys: Vec<(String, String)> = self
+            .active
+            .read()
+            .iter()
+            .filter(|f| s.is_suppressed(f))
+            .map(|f| (f.check.clone(), f.message.clone()))
+            .collect();
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let gone = keys.clone();
+        self.store
+            .write(move |c| store::findings::delete_active(c, &gone))?;
+        Ok(self.active.write().remove(&keys))
+    }
+
+    /// Which items of `batch` a suppression keeps out of the active set.
+    fn suppressed_mask(&self, batch: &[Ingest]) -> Vec<bool> {
+        let s = self.suppressor();
+        let s = s.as_deref().filter(|s| s.any_in_force());
+        batch
+            .iter()
+            .map(|item| match (item, s) {
+                (Ingest::Finding(f), Some(s)) => s.is_suppressed(f),
+                _ => false,
+            })
+            .collect()
     }
 
     pub fn subscribe(&self, l: Listener) {
@@ -204,6 +263,13 @@ impl Engine {
         self.active.read().len()
     }
 
+    /// (version, number of findings) of the active set, read together under one lock
+    /// without copying the set: cheap enough to poll every second.
+    pub fn version_and_len(&self) -> (u64, usize) {
+        let a = self.active.read();
+        (a.version(), a.len())
+    }
+
     /// (critical, high, warning) counts of the active set.
     pub fn severity_counts(&self) -> (u64, u64, u64) {
         self.active.read().severity_counts()
@@ -246,7 +312,9 @@ impl Engine {
         }
         let n = parked.len();
         let batch: Vec<Ingest> = parked.into_iter().map(Ingest::Finding).collect();
-        if self.commit(&batch).is_ok() {
+        let _dispatch = self.dispatch_lock.lock();
+        let mask = self.suppressed_mask(&batch);
+        if self.commit(&batch, &mask).is_ok() {
             if let Err(e) = self.pending_file.remove() {
                 log::warn!("state.pending: replayed but cannot remove the file: {e}");
             }
@@ -255,7 +323,7 @@ impl Engine {
                 .fetch_add(n as u64, Ordering::Relaxed);
             health.state_read_ok(0);
             log::info!("replayed {n} parked findings into the store");
-            self.apply(&batch);
+            self.apply(&batch, &mask);
         } else {
             // Still parked: keep them for the next start; show them in memory too.
             let findings: Vec<Finding> = batch
@@ -326,29 +394,37 @@ impl Engine {
     /// Commits and applies one batch. On store failure the findings are parked.
     fn dispatch(&self, batch: &mut Vec<Ingest>) {
         self.counters.batches.fetch_add(1, Ordering::Relaxed);
-        match self.commit(batch) {
+        let dispatch = self.dispatch_lock.lock();
+        let mask = self.suppressed_mask(batch);
+        match self.commit(batch, &mask) {
             Ok(()) => {}
             Err(e) => {
                 log::error!("findings: store refused a batch ({e}); parking its findings");
                 self.park(batch);
             }
         }
-        self.apply(batch);
+        self.apply(batch, &mask);
+        drop(dispatch);
         self.in_flight
             .fetch_sub(batch.len() as u64, Ordering::SeqCst);
         batch.clear();
     }
 
     /// Writes history, merged active rows, resolutions and checkpoints in one transaction.
-    fn commit(&self, batch: &[Ingest]) -> Result<(), crate::store::StoreError> {
+    fn commit(
+        &self,
+        batch: &[Ingest],
+        suppressed: &[bool],
+    ) -> Result<(), crate::store::StoreError> {
         // Compute the merged active rows on a copy so memory changes only after commit.
         let (merged, resolved) = {
             let active = self.active.read();
             let mut merged: std::collections::HashMap<(String, String), Finding> =
                 std::collections::HashMap::new();
             let mut resolved: Vec<(String, String)> = Vec::new();
-            for item in batch {
+            for (i, item) in batch.iter().enumerate() {
                 match item {
+                    Ingest::Finding(_) if suppressed.get(i).copied().unwrap_or(false) => {}
                     Ingest::Finding(f) => {
                         let key = (f.check.clone(), f.message.clone());
                         let base = merged
@@ -440,12 +516,16 @@ impl Engine {
         }
     }
 
-    fn apply(&self, batch: &[Ingest]) {
+    fn apply(&self, batch: &[Ingest], suppressed: &[bool]) {
         let mut dispatched: Vec<Finding> = Vec::new();
+        let mut kept_out = 0u64;
         {
             let mut active = self.active.write();
-            for item in batch {
+            for (i, item) in batch.iter().enumerate() {
                 match item {
+                    Ingest::Finding(_) if suppressed.get(i).copied().unwrap_or(false) => {
+                        kept_out += 1;
+                    }
                     Ingest::Finding(f) => dispatched.push(active.merge(f)),
                     Ingest::CheckCompleted { check, messages } => {
                         active.resolve_check(check, messages);
@@ -457,6 +537,9 @@ impl Engine {
         self.counters
             .dispatched
             .fetch_add(dispatched.len() as u64, Ordering::Relaxed);
+        self.counters
+            .suppressed
+            .fetch_add(kept_out, Ordering::Relaxed);
         let listeners = self.listeners.read();
         for f in &dispatched {
             for l in listeners.iter() {
@@ -567,6 +650,58 @@ mod tests {
         assert_eq!(e.active_len(), 1);
         let stored = store.read(store::findings::load_active).unwrap();
         assert_eq!(stored.len(), 1);
+        e.shutdown();
+        store.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn suppressed_findings_reach_history_but_not_the_active_set() {
+        use crate::findings::suppress::Suppressions;
+        use crate::store::suppressions::NewSuppression;
+        let (e, store, _reg, dir) = setup("suppress");
+        e.start().unwrap();
+        let listened = Arc::new(AtomicU64::new(0));
+        let l2 = listened.clone();
+        e.subscribe(Box::new(move |_| {
+            l2.fetch_add(1, Ordering::SeqCst);
+        }));
+        e.submit(f("keep").with_ip("192.0.2.1".parse().unwrap()));
+        e.submit(f("quiet").with_ip("192.0.2.2".parse().unwrap()));
+        assert!(e.flush(Duration::from_secs(5)));
+        assert_eq!(e.active_len(), 2);
+        let (v0, n0) = e.version_and_len();
+        assert_eq!(n0, 2);
+        let s = Suppressions::load(store.clone(), ManualClock::at_epoch_2026()).unwrap();
+        assert_eq!(e.set_suppressor(s.clone()).unwrap(), 0);
+        s.create(
+            NewSuppression {
+                check: "ssh_bruteforce".into(),
+                ip: Some("192.0.2.2".into()),
+                reason: "scanner we run".into(),
+                ..NewSuppression::default()
+            },
+            "test",
+        )
+        .unwrap();
+        // Creating a rule removes what it matches, from memory and the store.
+        assert_eq!(e.apply_suppressions().unwrap(), 1);
+        let (v1, n1) = e.version_and_len();
+        assert_eq!(n1, 1);
+        assert!(v1 > v0);
+        assert_eq!(store.read(store::findings::load_active).unwrap().len(), 1);
+        // A new dispatch of the suppressed finding is history only.
+        e.submit(f("quiet").with_ip("192.0.2.2".parse().unwrap()));
+        assert!(e.flush(Duration::from_secs(5)));
+        assert_eq!(e.active_len(), 1);
+        assert_eq!(e.active()[0].message, "keep");
+        assert_eq!(store.read(store::findings::history_count).unwrap(), 3);
+        assert_eq!(e.counters.suppressed.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            listened.load(Ordering::SeqCst),
+            2,
+            "suppressed: no listener call"
+        );
         e.shutdown();
         store.close();
         std::fs::remove_dir_all(dir).unwrap();

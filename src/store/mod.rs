@@ -6,9 +6,11 @@
 //! - [`Store::write`] returns only after the job's transaction committed (or failed).
 //! - Health is read from atomics ([`Store::health`]); it never touches the database.
 
+pub mod data;
 pub mod findings;
 pub mod quarantine;
 mod schema;
+pub mod suppressions;
 
 use std::any::Any;
 use std::path::{Path, PathBuf};

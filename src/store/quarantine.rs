@@ -71,6 +71,24 @@ pub fn list(c: &Connection) -> rusqlite::Result<Vec<Entry>> {
     rows.collect()
 }
 
+/// Entries of `check` quarantined from exactly `original_path`, newest first.
+pub fn for_path(c: &Connection, check: &str, original_path: &str) -> rusqlite::Result<Vec<Entry>> {
+    let mut st = c.prepare(&format!(
+        "SELECT {COLUMNS} FROM quarantine WHERE check_name = ?1 AND original_path = ?2 ORDER BY at DESC, id"
+    ))?;
+    let rows = st.query_map(params![check, original_path], entry)?;
+    rows.collect()
+}
+
+/// Entries whose file belonged to `account`, newest first.
+pub fn for_account(c: &Connection, account: &str) -> rusqlite::Result<Vec<Entry>> {
+    let mut st = c.prepare(&format!(
+        "SELECT {COLUMNS} FROM quarantine WHERE account = ?1 ORDER BY at DESC, id"
+    ))?;
+    let rows = st.query_map([account], entry)?;
+    rows.collect()
+}
+
 pub fn get(c: &Connection, id: &str) -> rusqlite::Result<Option<Entry>> {
     c.query_row(
         &format!("SELECT {COLUMNS} FROM quarantine WHERE id = ?1"),

@@ -117,6 +117,8 @@ const MIGRATIONS: &[&str] = &[
         statement TEXT NOT NULL,
         created INTEGER NOT NULL
     );",
+    // 4: per-account history reads (account detail)
+    "CREATE INDEX history_account_at ON history(account, at);",
 ];
 
 /// Applies pending migrations.

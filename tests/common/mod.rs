@@ -2,6 +2,8 @@
 //! talks to it over real TLS, pinned to the certificate the daemon generated.
 #![allow(dead_code)]
 
+pub mod mmdb;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};

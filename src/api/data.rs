@@ -1,0 +1,326 @@
+//! Data routes: enriched findings, finding detail, audit, export, blocked IPs; and the
+//! parameter helpers the other data route files share.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use serde_json::{json, Map, Value};
+
+use crate::findings::suppress;
+use crate::findings::{evidence, Finding, Severity};
+use crate::http::{Request, Response};
+use crate::store::{data as sdata, StoreError};
+use crate::timefmt::rfc3339;
+
+use super::accounts::Users;
+use super::auth::Caller;
+use super::{fixes, App};
+
+/// Largest `limit` on `/findings/enriched`.
+pub const ENRICHED_MAX_LIMIT: u64 = 100_000;
+/// Dispatches listed in a finding's action history at most.
+pub const DETAIL_DISPATCHES: usize = 100;
+/// Audit entries sent at most (and the default).
+pub const AUDIT_MAX: u64 = 200;
+
+/// A query parameter, trimmed; empty or whitespace-only is absent.
+pub(super) fn param(req: &Request, name: &str) -> Option<String> {
+    req.query_param(name)
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// A required query parameter, exactly as sent; missing or blank is a 400 naming it.
+pub(super) fn required(req: &Request, name: &str) -> Result<String, Response> {
+    match req.query_param(name) {
+        Some(v) if !v.trim().is_empty() => Ok(v),
+        _ => Err(Response::error(400, &format!("missing parameter: {name}"))),
+    }
+}
+
+/// An optional integer parameter within `min..=max`; anything else is a 400 naming it.
+pub(super) fn int_param(
+    req: &Request,
+    name: &str,
+    min: u64,
+    max: u64,
+) -> Result<Option<u64>, Response> {
+    match param(req, name) {
+        None => Ok(None),
+        Some(v) => match v.parse::<u64>() {
+            Ok(n) if (min..=max).contains(&n) => Ok(Some(n)),
+            _ => Err(Response::error(
+                400,
+                &format!("invalid {name} {v:?}: must be an integer from {min} to {max}"),
+            )),
+        },
+    }
+}
+
+/// 503 for a store that could not answer.
+pub(super) fn store_failed(e: StoreError) -> Response {
+    Response::error(503, &format!("store unavailable: {e}"))
+}
+
+macro_rules! tri {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(resp) => return resp,
+        }
+    };
+}
+pub(super) use tri;
+
+/// A finding as an object, to which routes add keys.
+pub(super) fn finding_object(f: &Finding) -> Map<String, Value> {
+    match serde_json::to_value(f) {
+        Ok(Value::Object(m)) => m,
+        _ => Map::new(),
+    }
+}
+
+/// Adds `geo`, `account` (derived from the path's owner when the finding has none),
+/// `fix` and, for checks that report an attacker, `block_ip`.
+fn enrich(app: &App, f: &Finding, users: &mut Option<Users>) -> Value {
+    let mut m = finding_object(f);
+    if let (Some(g), Some(ip)) = (&app.services.geoip, f.ip) {
+        if let Some(geo) = g.lookup(ip) {
+            m.insert("geo".into(), json!(geo));
+        }
+    }
+    if f.account.is_none() {
+        if let Some(name) = f.path.as_deref().and_then(|p| {
+            let users = users.get_or_insert_with(|| Users::load(app.services.jobs.context()));
+            users.owner_of(std::path::Path::new(p))
+        }) {
+            m.insert("account".into(), json!(name));
+        }
+    }
+    m.insert("fix".into(), json!(fixes::fix_for(&f.check)));
+    if evidence::reports_attacker_address(&f.check) {
+        if let Some(ip) = f.ip {
+            m.insert("block_ip".into(), json!(ip.to_string()));
+        }
+    }
+    Value::Object(m)
+}
+
+/// `GET /api/v1/findings/enriched?limit=&fields=`.
+pub fn enriched(app: &App, req: &Request, _c: &Caller) -> Response {
+    let limit = tri!(int_param(req, "limit", 1, ENRICHED_MAX_LIMIT));
+    match param(req, "fields").as_deref() {
+        None => {}
+        Some("version") => {
+            let (version, total) = app.services.engine.version_and_len();
+            return Response::json(200, &json!({ "version": version, "total": total }));
+        }
+        Some(other) => {
+            return Response::error(
+                400,
+                &format!("invalid fields {other:?}: the only accepted value is \"version\""),
+            )
+        }
+    }
+    let (version, all, (critical, high, warning)) = app
+        .services
+        .engine
+        .with_active(|a| (a.version(), a.sorted(), a.severity_counts()));
+    let mut check_types: BTreeMap<&str, (u64, Severity)> = BTreeMap::new();
+    for f in &all {
+        let e = check_types
+            .entry(f.check.as_str())
+            .or_insert((0, f.severity));
+        e.0 += 1;
+        e.1 = e.1.max(f.severity);
+    }
+    let check_types: Map<String, Value> = check_types
+        .into_iter()
+        .map(|(k, (n, s))| (k.to_string(), json!({ "count": n, "severity": s })))
+        .collect();
+    let total = all.len();
+    let shown = limit.map_or(total, |l| (l as usize).min(total));
+    let mut users = None;
+    let items: Vec<Value> = all
+        .iter()
+        .take(shown)
+        .map(|f| enrich(app, f, &mut users))
+        .collect();
+    let mut out = json!({
+        "items": items,
+        "total": total,
+        "version": version,
+        "check_types": check_types,
+        "severity_counts": { "critical": critical, "high": high, "warning": warning },
+    });
+    if let Some(l) = limit {
+        out["limit"] = json!(l);
+        out["offset"] = json!(0);
+        out["truncated"] = json!(total > shown);
+    }
+    Response::json(200, &out)
+}
+
+fn action(at: Timestamp, kind: &str, mut extra: Map<String, Value>) -> (Timestamp, Value) {
+    extra.insert("at".into(), json!(rfc3339(at)));
+    extra.insert("action".into(), json!(kind));
+    (at, Value::Object(extra))
+}
+
+fn fields(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+/// `GET /api/v1/finding-detail?check=&message=`: the finding (active, or rebuilt from its
+/// history) with `active` and its action history, newest first.
+pub fn finding_detail(app: &App, req: &Request, _c: &Caller) -> Response {
+    let check = tri!(required(req, "check"));
+    let message = tri!(required(req, "message"));
+    let active = app
+        .services
+        .engine
+        .with_active(|a| a.get(&check, &message).cloned());
+    let (finding, is_active) = match active {
+        Some(f) => (f, true),
+        None => {
+            let (c2, m2) = (check.clone(), message.clone());
+            match app
+                .store
+                .read(move |c| sdata::finding_from_history(c, &c2, &m2))
+            {
+                Ok(Some(f)) => (f, false),
+                Ok(None) => {
+                    return Response::error(
+                        404,
+                        &format!("no finding of check {check:?} with that message"),
+                    )
+                }
+                Err(e) => return store_failed(e),
+            }
+        }
+    };
+    let mut actions: Vec<(Timestamp, Value)> = Vec::new();
+    let (c2, m2) = (check.clone(), message.clone());
+    let (dispatches, dispatches_total) = match app
+        .store
+        .read(move |c| sdata::history_of(c, &c2, &m2, DETAIL_DISPATCHES))
+    {
+        Ok(v) => v,
+        Err(e) => return store_failed(e),
+    };
+    for d in dispatches {
+        actions.push(action(
+            d.at,
+            "dispatch",
+            fields(json!({ "severity": d.severity })),
+        ));
+    }
+    if let Some(path) = finding.path.clone() {
+        let c2 = check.clone();
+        let entries = match app
+            .store
+            .read(move |c| crate::store::quarantine::for_path(c, &c2, &path))
+        {
+            Ok(v) => v,
+            Err(e) => return store_failed(e),
+        };
+        for q in entries {
+            actions.push(action(
+                q.quarantined_at,
+                "quarantine",
+                fields(json!({ "id": q.id, "reason": q.reason })),
+            ));
+            if let Some(at) = q.restored_at {
+                actions.push(action(at, "restore", fields(json!({ "id": q.id }))));
+            }
+        }
+    }
+    if let Some(ip) = finding.ip {
+        match app.store.read(move |c| sdata::blocked_ip(c, ip)) {
+            Ok(Some(b)) => {
+                let mut m = fields(json!({ "ip": b.ip, "reason": b.reason, "source": b.source }));
+                if let Some(e) = b.expires {
+                    m.insert("expires".into(), json!(rfc3339(e)));
+                }
+                actions.push(action(b.created, "block", m));
+            }
+            Ok(None) => {}
+            Err(e) => return store_failed(e),
+        }
+    }
+    let sup = &app.services.suppressions;
+    let now = sup.now();
+    let mut suppressed = false;
+    for r in sup
+        .rules()
+        .iter()
+        .filter(|r| suppress::matches_fields(r, &finding))
+    {
+        let in_force = suppress::in_force(r, now);
+        suppressed |= in_force;
+        let mut m = fields(json!({
+            "id": r.id, "reason": r.reason, "by": r.created_by, "in_force": in_force,
+        }));
+        if let Some(e) = r.expires {
+            m.insert("expires".into(), json!(rfc3339(e)));
+        }
+        actions.push(action(r.created, "suppress", m));
+    }
+    // Newest first; the sort is stable, so same-instant entries keep their kind order.
+    actions.sort_by_key(|a| std::cmp::Reverse(a.0));
+    let mut out = finding_object(&finding);
+    out.insert("active".into(), json!(is_active));
+    out.insert("suppressed".into(), json!(suppressed));
+    out.insert("fix".into(), json!(fixes::fix_for(&finding.check)));
+    out.insert("dispatches_total".into(), json!(dispatches_total));
+    out.insert(
+        "actions".into(),
+        Value::Array(actions.into_iter().map(|(_, v)| v).collect()),
+    );
+    Response::json(200, &Value::Object(out))
+}
+
+/// `GET /api/v1/audit?limit=`: the newest entries (200 at most), with `limit` and
+/// `truncated` and no `total`.
+pub fn audit(app: &App, req: &Request, _c: &Caller) -> Response {
+    let limit = tri!(int_param(req, "limit", 1, AUDIT_MAX)).unwrap_or(AUDIT_MAX) as usize;
+    let mut rows = match app.store.read(move |c| sdata::audit_newest(c, limit + 1)) {
+        Ok(r) => r,
+        Err(e) => return store_failed(e),
+    };
+    let truncated = rows.len() > limit;
+    rows.truncate(limit);
+    Response::json(
+        200,
+        &json!({ "items": rows, "offset": 0, "limit": limit, "truncated": truncated }),
+    )
+}
+
+/// `GET /api/v1/export`: suppressions and the whitelist.
+pub fn export(app: &App, _req: &Request, _c: &Caller) -> Response {
+    let read = app
+        .store
+        .read(|c| Ok((crate::store::suppressions::list(c)?, sdata::whitelist(c)?)));
+    match read {
+        Ok((suppressions, whitelist)) => Response::json(
+            200,
+            &json!({
+                "suppressions": suppressions,
+                "whitelist": whitelist,
+                "exported_at": rfc3339(app.clock.now()),
+            }),
+        ),
+        Err(e) => store_failed(e),
+    }
+}
+
+/// `GET /api/v1/blocked-ips`.
+pub fn blocked_ips(app: &App, _req: &Request, _c: &Caller) -> Response {
+    match app.store.read(sdata::blocked_ips) {
+        Ok(items) => Response::json(200, &json!({ "items": items, "total": items.len() })),
+        Err(e) => store_failed(e),
+    }
+}

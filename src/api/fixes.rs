@@ -1,0 +1,49 @@
+//! Short remediation texts (`fix` on enriched findings), one per check name.
+
+/// The text for checks without their own.
+pub const GENERIC_FIX: &str = "Review the details and the file, account or address the finding names, remove the cause, and confirm at the next scan that the finding is gone.";
+
+/// What an operator should do about a finding of `check`.
+pub fn fix_for(check: &str) -> &'static str {
+    match check {
+        "webshell" => "Remove the file (or keep it in quarantine), then find how it got there: update the CMS, plugins and themes, change the site's passwords and look for other backdoors.",
+        "obfuscated_php" => "Obfuscated code in a site is rarely legitimate: replace the file from a clean copy of the software it belongs to, or remove it.",
+        "php_in_uploads" => "PHP files do not belong in upload directories: remove the file and deny PHP execution there in the web server configuration.",
+        "htaccess_injection" => "Restore .htaccess from a clean copy, removing the injected redirect or handler lines, and find the code that wrote them.",
+        "phishing" => "Remove the phishing kit and its directory, then close the way it was uploaded (compromised account or vulnerable plugin).",
+        "malicious_js" => "Remove the injected script (or restore the file from a clean copy) and find what injected it, often a plugin or the database.",
+        "uid0_account" => "Only root may have UID 0: lock the account (usermod -L), find out who created it, and delete it once the investigation no longer needs it.",
+        "sshd_root_password_login" => "Set PermitRootLogin to prohibit-password or no in sshd_config, use key-based logins, and reload sshd.",
+        "suspicious_cron" => "Remove the cron entry unless someone on the host created it on purpose, and find the process or account that wrote it.",
+        "world_writable_php" => "Remove write permission for others (chmod o-w) and keep site files owned by the site's account, not writable by the web server.",
+        "suid_unexpected" => "Remove the set-user-ID and set-group-ID bits (chmod u-s,g-s), or the file itself, unless a trusted package installed it.",
+        "ssh_bruteforce" | "pam_bruteforce" => "Block the address (offered as block_ip), keep password logins disabled for exposed accounts, and check the log for a successful login from it.",
+        c if c.starts_with("hardening_") => "Change the setting the finding names to the value the hardening report recommends, then run the audit again.",
+        _ => GENERIC_FIX,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_checks_have_their_own_text_and_others_the_generic_one() {
+        for c in [
+            "webshell",
+            "uid0_account",
+            "ssh_bruteforce",
+            "world_writable_php",
+            "hardening_ssh_permit_root_login",
+        ] {
+            assert_ne!(fix_for(c), GENERIC_FIX, "{c}");
+        }
+        assert_eq!(fix_for("something_new"), GENERIC_FIX);
+        for c in crate::checks::critical_checks()
+            .iter()
+            .chain(crate::checks::deep_checks())
+        {
+            assert_ne!(fix_for(c.name), GENERIC_FIX, "{}", c.name);
+        }
+    }
+}
