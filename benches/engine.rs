@@ -45,7 +45,7 @@ fn ingest(n: usize) {
         .with_ip(ip.parse().unwrap())
         .with_details("5 failed logins within 600 s");
         // Block when the queue is full: this measures the dispatcher, not refusals.
-        assert!(engine.submit_wait(Ingest::Finding(f), Duration::from_secs(30)));
+        assert!(engine.submit_wait(Ingest::Finding(Box::new(f)), Duration::from_secs(30)));
     }
     assert!(engine.flush(Duration::from_secs(120)));
     let secs = t0.elapsed().as_secs_f64();

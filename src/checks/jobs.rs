@@ -315,7 +315,7 @@ impl ScanJobs {
                 for f in &findings {
                     if !self
                         .engine
-                        .submit_wait(Ingest::Finding(f.clone()), Duration::from_secs(5))
+                        .submit_wait(Ingest::Finding(Box::new(f.clone())), Duration::from_secs(5))
                     {
                         log::warn!("finding of {} refused by a full ingest queue", check.name);
                     }

@@ -41,7 +41,8 @@ pub const EVENT_FINDING_TTL: Duration = Duration::from_secs(24 * 3600);
 /// What collectors submit.
 #[derive(Debug, Clone)]
 pub enum Ingest {
-    Finding(Finding),
+    /// Boxed so the preallocated channel slots stay small (idle memory).
+    Finding(Box<Finding>),
     /// A scheduled check finished: its active findings whose message is not listed are
     /// resolved (removed from the active set).
     CheckCompleted {
@@ -215,7 +216,7 @@ impl Engine {
 
     /// Submits a finding; false when refused (the loss is counted on `findings.ingest`).
     pub fn submit(&self, f: Finding) -> bool {
-        self.submit_item(Ingest::Finding(f))
+        self.submit_item(Ingest::Finding(Box::new(f)))
     }
 
     pub fn submit_item(&self, item: Ingest) -> bool {
@@ -311,7 +312,10 @@ impl Engine {
             return;
         }
         let n = parked.len();
-        let batch: Vec<Ingest> = parked.into_iter().map(Ingest::Finding).collect();
+        let batch: Vec<Ingest> = parked
+            .into_iter()
+            .map(|f| Ingest::Finding(Box::new(f)))
+            .collect();
         let _dispatch = self.dispatch_lock.lock();
         let mask = self.suppressed_mask(&batch);
         if self.commit(&batch, &mask).is_ok() {
@@ -329,7 +333,7 @@ impl Engine {
             let findings: Vec<Finding> = batch
                 .into_iter()
                 .filter_map(|i| match i {
-                    Ingest::Finding(f) => Some(f),
+                    Ingest::Finding(f) => Some(*f),
                     _ => None,
                 })
                 .collect();
@@ -436,7 +440,7 @@ impl Engine {
                                 super::active::merge_into(&mut e, f);
                                 e
                             }
-                            None => f.clone(),
+                            None => (**f).clone(),
                         };
                         merged.insert(key, next);
                     }
@@ -457,7 +461,7 @@ impl Engine {
         let history: Vec<Finding> = batch
             .iter()
             .filter_map(|i| match i {
-                Ingest::Finding(f) => Some(f.clone()),
+                Ingest::Finding(f) => Some((**f).clone()),
                 _ => None,
             })
             .collect();
@@ -491,7 +495,7 @@ impl Engine {
         let mut parked = self.parked.lock();
         for item in batch {
             if let Ingest::Finding(f) = item {
-                parked.push(f.clone());
+                parked.push((**f).clone());
                 self.counters.parked.fetch_add(1, Ordering::Relaxed);
             }
         }
