@@ -238,9 +238,60 @@ fn stream(tls: &mut StreamOwned<ServerConnection, TcpStream>, resp: Response, sh
         // An SSE stream does not count against max_connections.
         shared.stats.open_connections.fetch_sub(1, Ordering::SeqCst);
         shared.stats.sse_streams.fetch_add(1, Ordering::SeqCst);
-        let _ = f(tls);
+        let _ = f(&mut DeadlineWriter {
+            tls,
+            deadline: STREAM_WRITE_DEADLINE,
+        });
         shared.stats.sse_streams.fetch_sub(1, Ordering::SeqCst);
         shared.stats.open_connections.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// The writer a streaming body gets: every `write` and every `flush` must complete within
+/// `deadline`. Before each send the socket's send timeout is set to what is left of the
+/// call's deadline, so a peer that reads slowly (or not at all) cannot stretch one call past
+/// it; a call that runs out fails with `TimedOut` (or `WouldBlock` from the socket).
+struct DeadlineWriter<'a> {
+    tls: &'a mut StreamOwned<ServerConnection, TcpStream>,
+    deadline: Duration,
+}
+
+impl DeadlineWriter<'_> {
+    /// Sends every pending TLS record before `until`.
+    fn send_pending(&mut self, until: Instant) -> io::Result<()> {
+        while self.tls.conn.wants_write() {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "stream write deadline passed",
+                ));
+            }
+            self.tls.sock.set_write_timeout(Some(left))?;
+            match self.tls.conn.write_tls(&mut self.tls.sock) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Write for DeadlineWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let until = Instant::now() + self.deadline;
+        self.send_pending(until)?;
+        let n = self.tls.conn.writer().write(buf)?;
+        self.send_pending(until)?;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let until = Instant::now() + self.deadline;
+        self.tls.conn.writer().flush()?;
+        self.send_pending(until)
     }
 }
 
