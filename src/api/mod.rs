@@ -10,6 +10,7 @@ pub mod audit;
 pub mod auth;
 pub mod csv;
 pub mod daterange;
+mod events;
 mod findings;
 pub mod metrics;
 mod pages;
@@ -39,6 +40,10 @@ pub struct Services {
     pub components: Arc<crate::daemon::components::Components>,
     /// Files restored from quarantine, trusted by the analyzer.
     pub restored: Arc<crate::watch::analyzer::Restored>,
+    /// The live event stream (`/api/v1/events`).
+    pub events: crate::events::EventBus,
+    /// Alerts; `None` when no notifier is configured.
+    pub alerts: Option<Arc<crate::alerts::Alerts>>,
 }
 
 pub use router::ROUTES;
