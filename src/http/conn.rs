@@ -13,6 +13,10 @@ use super::Shared;
 
 /// Deadline for each write and flush of a streaming body.
 pub const STREAM_WRITE_DEADLINE: Duration = Duration::from_secs(3);
+/// Socket send buffer of a streaming connection (the kernel doubles it). A fixed size turns
+/// off send-buffer autotuning, which would otherwise let one stalled peer park megabytes
+/// of events in the kernel before its writes block and the deadline can notice.
+pub const STREAM_SEND_BUFFER: usize = 32 * 1024;
 
 fn handshake(
     tcp: &mut TcpStream,
@@ -230,6 +234,13 @@ fn send_full(
 
 fn stream(tls: &mut StreamOwned<ServerConnection, TcpStream>, resp: Response, shared: &Shared) {
     let _ = tls.sock.set_write_timeout(Some(STREAM_WRITE_DEADLINE));
+    if let Err(e) = nix::sys::socket::setsockopt(
+        &tls.sock,
+        nix::sys::socket::sockopt::SndBuf,
+        &STREAM_SEND_BUFFER,
+    ) {
+        log::debug!("http: cannot size the stream's send buffer: {e}");
+    }
     let head = resp.head_bytes(false);
     if tls.write_all(&head).and_then(|_| tls.flush()).is_err() {
         return;
