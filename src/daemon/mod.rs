@@ -1,8 +1,10 @@
 //! The supervisor: builds each subsystem once, starts threads, handles shutdown.
 //!
 //! Startup order: configuration (with legacy migration), state directory, store and its
-//! migrations, end leftover sessions, TLS, HTTP listener, control socket. SIGTERM or SIGINT
-//! stop the HTTP server and the control socket, drain the store writer and exit 0.
+//! migrations, end leftover sessions, collectors, event bus and alerts (listeners of the
+//! engine), TLS, HTTP listener, control socket. SIGTERM or SIGINT end event streams, stop the
+//! HTTP server and the control socket, stop the alert notifier, drain the store writer and
+//! exit 0.
 
 #[cfg(feature = "bench")]
 mod bench;

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use crossbeam_channel::{bounded, Sender, TrySendError};
 use parking_lot::RwLock;
 
-use super::subscriber::{Frame, Subscription};
+use super::subscriber::{Frame, Subscription, WAKE_AT};
 use super::{BUFFER_PER_SUBSCRIBER, ROW};
 use crate::clock::SharedClock;
 use crate::findings::engine::Listener;
@@ -50,11 +50,20 @@ impl fmt::Display for SubscribeError {
 
 impl std::error::Error for SubscribeError {}
 
+/// What the publisher and one subscriber share besides the channel.
+#[derive(Default)]
+pub(super) struct Link {
+    /// Findings this subscriber lost to a full buffer (for its closing log line).
+    pub(super) overflow: AtomicU64,
+    /// The thread serving the stream, woken early when its buffer starts filling while it
+    /// gathers a batch.
+    pub(super) thread: OnceLock<std::thread::Thread>,
+}
+
 pub(super) struct Entry {
     id: u64,
     tx: Sender<Arc<Frame>>,
-    /// Findings this subscriber lost to a full buffer (for its closing log line).
-    overflow: Arc<AtomicU64>,
+    link: Arc<Link>,
 }
 
 #[derive(Default)]
@@ -186,11 +195,17 @@ impl EventBus {
             // Counted before the send so the depth never reads low.
             s.health.add_waiting(1);
             match e.tx.try_send(Arc::clone(&frame)) {
-                Ok(()) => {}
+                Ok(()) => {
+                    if e.tx.len() == WAKE_AT {
+                        if let Some(t) = e.link.thread.get() {
+                            t.unpark();
+                        }
+                    }
+                }
                 Err(TrySendError::Full(_)) => {
                     s.health.sub_waiting(1);
                     s.health.record_loss();
-                    e.overflow.fetch_add(1, Ordering::Relaxed);
+                    e.link.overflow.fetch_add(1, Ordering::Relaxed);
                 }
                 // The subscription is ending; it settles its own buffer.
                 Err(TrySendError::Disconnected(_)) => s.health.sub_waiting(1),
@@ -214,18 +229,18 @@ impl EventBus {
         let (tx, rx) = bounded(BUFFER_PER_SUBSCRIBER);
         t.next_id += 1;
         let id = t.next_id;
-        let overflow = Arc::new(AtomicU64::new(0));
+        let link = Arc::new(Link::default());
         t.entries.push(Entry {
             id,
             tx,
-            overflow: overflow.clone(),
+            link: link.clone(),
         });
         t.active += 1;
         s.active.store(t.active, Ordering::Release);
         s.health
             .set_capacity(Some((t.active * BUFFER_PER_SUBSCRIBER) as u64));
         s.counters.subscribed.fetch_add(1, Ordering::Relaxed);
-        Ok(Subscription::new(Arc::clone(s), id, rx, overflow))
+        Ok(Subscription::new(Arc::clone(s), id, rx, link))
     }
 
     /// Shutdown: refuses new subscribers and ends every stream (their buffers are a shutdown

@@ -17,6 +17,9 @@ pub const STREAM_WRITE_DEADLINE: Duration = Duration::from_secs(3);
 /// off send-buffer autotuning, which would otherwise let one stalled peer park megabytes
 /// of events in the kernel before its writes block and the deadline can notice.
 pub const STREAM_SEND_BUFFER: usize = 32 * 1024;
+/// A streaming peer that leaves sent data unacknowledged this long (vanished without a
+/// reset) is closed by the kernel, so the next heartbeat write fails and frees its slot.
+pub const STREAM_USER_TIMEOUT_MILLIS: u32 = 30_000;
 
 fn handshake(
     tcp: &mut TcpStream,
@@ -240,6 +243,13 @@ fn stream(tls: &mut StreamOwned<ServerConnection, TcpStream>, resp: Response, sh
         &STREAM_SEND_BUFFER,
     ) {
         log::debug!("http: cannot size the stream's send buffer: {e}");
+    }
+    if let Err(e) = nix::sys::socket::setsockopt(
+        &tls.sock,
+        nix::sys::socket::sockopt::TcpUserTimeout,
+        &STREAM_USER_TIMEOUT_MILLIS,
+    ) {
+        log::debug!("http: cannot set the stream's TCP user timeout: {e}");
     }
     let head = resp.head_bytes(false);
     if tls.write_all(&head).and_then(|_| tls.flush()).is_err() {
