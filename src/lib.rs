@@ -3,12 +3,14 @@
 //! See `../shared/DESIGN.md` for the architecture. Each module owns its data; the daemon
 //! builds every subsystem once and passes handles down.
 
+pub mod alerts;
 pub mod api;
 pub mod checks;
 pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod daemon;
+pub mod events;
 pub mod findings;
 pub mod fsutil;
 pub mod geoip;

@@ -13,6 +13,7 @@ mod backups;
 pub mod csv;
 mod data;
 pub mod daterange;
+mod events;
 mod findings;
 mod fixes;
 mod incident;
@@ -51,6 +52,10 @@ pub struct Services {
     pub geoip: Option<Arc<crate::geoip::GeoIp>>,
     /// Suppression rules (also installed in the engine).
     pub suppressions: Arc<crate::findings::suppress::Suppressions>,
+    /// The live event stream (`/api/v1/events`).
+    pub events: crate::events::EventBus,
+    /// Alerts; `None` when no notifier is configured.
+    pub alerts: Option<Arc<crate::alerts::Alerts>>,
 }
 
 pub use router::ROUTES;

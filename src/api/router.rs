@@ -5,7 +5,7 @@ use crate::http::{Handler, Request, Response};
 
 use super::audit::Entry;
 use super::auth::{Caller, Via};
-use super::{findings, incident, pages, session_routes, status, App};
+use super::{events, findings, incident, pages, session_routes, status, App};
 
 /// Who may call a route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +54,7 @@ pub static ROUTES: &[Route] = &[
     // -- history, stats (history.rs) --
     // -- end history --
     // -- events (events.rs) --
+    get!("/api/v1/events", Access::Read, events::stream),
     // -- end events --
     // -- data routes --
     get!(

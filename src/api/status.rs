@@ -13,8 +13,12 @@ use super::metrics::{gauge, label};
 use super::App;
 
 /// Feature identifiers this build supports (only what works).
-pub fn capabilities_list(_app: &App) -> Vec<&'static str> {
-    vec!["confd.dropins.v1", "status.queue_health.v1"]
+pub fn capabilities_list(app: &App) -> Vec<&'static str> {
+    let mut caps = vec!["confd.dropins.v1", "status.queue_health.v1"];
+    if !app.services.events.is_closed() {
+        caps.push("events.sse.v1");
+    }
+    caps
 }
 
 /// Overall daemon state, security posture and faults, from in-memory health.
@@ -125,6 +129,16 @@ pub fn snapshot(app: &App) -> Value {
         m.insert("last_scan_time".into(), json!(rfc3339(t)));
     }
     m.insert("queues".into(), json!(app.services.registry.snapshot()));
+    m.insert(
+        "events".into(),
+        json!({
+            "subscribers": app.services.events.subscribers(),
+            "max_subscribers": app.services.events.max_subscribers(),
+        }),
+    );
+    if let Some(a) = &app.services.alerts {
+        m.insert("alerts".into(), a.status());
+    }
     Value::Object(m)
 }
 
@@ -288,12 +302,79 @@ pub fn metrics(app: &App, _req: &Request, _c: &Caller) -> Response {
     for (sev, n) in [("CRITICAL", critical), ("HIGH", high), ("WARNING", warning)] {
         let _ = writeln!(out, "svc_findings_active{{severity=\"{sev}\"}} {n}");
     }
+    event_metrics(&mut out, app);
     queue_metrics(&mut out, &app.services.registry.snapshot());
     Response::new(
         200,
         "text/plain; version=0.0.4; charset=utf-8",
         out.into_bytes(),
     )
+}
+
+/// Event-stream and alert counters (queue rows carry depth and losses).
+fn event_metrics(out: &mut String, app: &App) {
+    let bus = &app.services.events;
+    let c = bus.counters();
+    gauge(
+        out,
+        "svc_events_subscribers",
+        "gauge",
+        "Event-stream subscribers connected.",
+        bus.subscribers(),
+    );
+    gauge(
+        out,
+        "svc_events_published_total",
+        "counter",
+        "Findings published to the event stream.",
+        c.published.load(Ordering::Relaxed),
+    );
+    gauge(
+        out,
+        "svc_events_delivered_total",
+        "counter",
+        "Findings written to event-stream subscribers (one per subscriber).",
+        c.delivered.load(Ordering::Relaxed),
+    );
+    gauge(
+        out,
+        "svc_events_refused_subscribers_total",
+        "counter",
+        "Event-stream subscriptions refused over the limit.",
+        c.refused.load(Ordering::Relaxed),
+    );
+    let Some(a) = &app.services.alerts else {
+        return;
+    };
+    let c = a.counters();
+    gauge(
+        out,
+        "svc_alerts_sent_total",
+        "counter",
+        "Alerts the hourly budget passed to the notifier.",
+        c.sent.load(Ordering::Relaxed),
+    );
+    gauge(
+        out,
+        "svc_alerts_held_back_total",
+        "counter",
+        "Alerts held back by the hourly budget (summarised when the window ends).",
+        c.held_back.load(Ordering::Relaxed),
+    );
+    gauge(
+        out,
+        "svc_alerts_held_back_window",
+        "gauge",
+        "Alerts held back in the open budget window.",
+        a.held_back_in_window(),
+    );
+    gauge(
+        out,
+        "svc_alerts_summaries_total",
+        "counter",
+        "Held-back summaries produced.",
+        c.summaries.load(Ordering::Relaxed),
+    );
 }
 
 /// Every queue row as metrics, labelled by queue name.

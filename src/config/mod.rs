@@ -6,6 +6,7 @@
 //! - Every key is known: unknown keys are errors, reported with their full dotted name.
 //! - Loading never logs a secret; errors name keys, never token values.
 
+pub mod alerts;
 pub mod geoip;
 mod merge;
 pub mod migrate;
@@ -178,6 +179,8 @@ pub struct Config {
     pub hash: String,
     /// True for the embedded `--dev` configuration.
     pub dev: bool,
+    /// `[alerts]`: hourly budget, minimum severity, notifiers.
+    pub alerts: alerts::AlertsConfig,
 }
 
 impl Config {
@@ -284,6 +287,7 @@ pub fn from_table(
     let webui = read_webui(&mut r, &mut errs);
     let engine = read_engine(&mut r, &mut errs);
     let geoip = geoip::read(&mut r, &mut errs);
+    let alerts = alerts::read(&mut r, &mut errs);
     r.finish(&mut errs);
 
     if !errs.0.is_empty() {
@@ -299,6 +303,7 @@ pub fn from_table(
         sources,
         hash,
         dev: false,
+        alerts,
     })
 }
 

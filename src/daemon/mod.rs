@@ -1,9 +1,13 @@
 //! The supervisor: builds each subsystem once, starts threads, handles shutdown.
 //!
 //! Startup order: configuration (with legacy migration), state directory, store and its
-//! migrations, end leftover sessions, TLS, HTTP listener, control socket. SIGTERM or SIGINT
-//! stop the HTTP server and the control socket, drain the store writer and exit 0.
+//! migrations, end leftover sessions, collectors, event bus and alerts (listeners of the
+//! engine), TLS, HTTP listener, control socket. SIGTERM or SIGINT end event streams, stop the
+//! HTTP server and the control socket, stop the alert notifier, drain the store writer and
+//! exit 0.
 
+#[cfg(feature = "bench")]
+mod bench;
 pub mod components;
 pub mod control;
 pub mod dev;
@@ -137,6 +141,17 @@ pub fn run(opts: Options) -> Result<(), String> {
         &components,
         &store,
     )?;
+    let events = crate::events::EventBus::new(
+        clock.clone(),
+        &registry,
+        cfg.webui.limits.max_sse_subscribers,
+    )
+    .map_err(|e| format!("{}: {e}", crate::events::ROW))?;
+    engine.subscribe(events.listener());
+    let alerts = crate::alerts::Alerts::start(&cfg.alerts, clock.clone(), &registry)?;
+    if let Some(a) = &alerts {
+        engine.subscribe(a.listener());
+    }
     engine.start()?;
     let minutes = |m: u64| (m > 0).then(|| std::time::Duration::from_secs(m * 60));
     jobs.start(
@@ -152,6 +167,8 @@ pub fn run(opts: Options) -> Result<(), String> {
         incidents: incidents.clone(),
         geoip,
         suppressions,
+        events: events.clone(),
+        alerts: alerts.clone(),
     };
     let app = Arc::new(App::new(cfg.clone(), clock, store.clone(), services));
     {
@@ -170,6 +187,7 @@ pub fn run(opts: Options) -> Result<(), String> {
     let addr = server.local_addr().map_err(|e| e.to_string())?;
     let _ = app.server.set(server.stats());
     let stopper = server.stopper().map_err(|e| e.to_string())?;
+    events.watch_server_stop(stopper.flag());
 
     let control = {
         let app = app.clone();
@@ -178,6 +196,8 @@ pub fn run(opts: Options) -> Result<(), String> {
             "doctor" => Some(doctor::report(&app)),
             "check" => Some(run_check(&app)),
             "ping" => Some(json!({ "ok": true })),
+            #[cfg(feature = "bench")]
+            "bench.inject" => Some(bench::inject(&app, args)),
             _ => crate::watch::control_command(&app, cmd, args),
         });
         control::ControlServer::start(&cfg.socket_path(), handler)
@@ -198,12 +218,17 @@ pub fn run(opts: Options) -> Result<(), String> {
         .wait()
         .map_err(|e| format!("waiting for signals: {e}"))?;
     log::info!("received {sig:?}; shutting down");
+    // Event streams end first so the server's drain does not wait for them.
+    events.close();
     stopper.stop();
     let _ = http_thread.join();
     control.stop();
     collectors.stop();
     jobs.shutdown();
     engine.shutdown();
+    if let Some(a) = &alerts {
+        a.shutdown(std::time::Duration::from_secs(2));
+    }
     store.close();
     log::info!("stopped");
     Ok(())

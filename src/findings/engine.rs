@@ -33,8 +33,11 @@ use crate::store::{self, Store};
 
 /// Capacity of `findings.ingest`.
 pub const INGEST_CAPACITY: usize = 16_384;
-/// Items committed in one store transaction at most.
-const BATCH: usize = 1024;
+/// Items committed in one store transaction at most. Listeners get a batch's findings in one
+/// burst after its commit; half of an event-stream subscriber's 64-finding buffer keeps a
+/// burst within what a subscriber that keeps up can take (a backlog is committed in several
+/// smaller transactions instead of one large one).
+const BATCH: usize = crate::events::BUFFER_PER_SUBSCRIBER / 2;
 /// Event findings (not from scheduled checks) leave the active set after this much quiet.
 pub const EVENT_FINDING_TTL: Duration = Duration::from_secs(24 * 3600);
 

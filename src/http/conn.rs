@@ -13,6 +13,13 @@ use super::Shared;
 
 /// Deadline for each write and flush of a streaming body.
 pub const STREAM_WRITE_DEADLINE: Duration = Duration::from_secs(3);
+/// Socket send buffer of a streaming connection (the kernel doubles it). A fixed size turns
+/// off send-buffer autotuning, which would otherwise let one stalled peer park megabytes
+/// of events in the kernel before its writes block and the deadline can notice.
+pub const STREAM_SEND_BUFFER: usize = 32 * 1024;
+/// A streaming peer that leaves sent data unacknowledged this long (vanished without a
+/// reset) is closed by the kernel, so the next heartbeat write fails and frees its slot.
+pub const STREAM_USER_TIMEOUT_MILLIS: u32 = 30_000;
 
 fn handshake(
     tcp: &mut TcpStream,
@@ -230,6 +237,20 @@ fn send_full(
 
 fn stream(tls: &mut StreamOwned<ServerConnection, TcpStream>, resp: Response, shared: &Shared) {
     let _ = tls.sock.set_write_timeout(Some(STREAM_WRITE_DEADLINE));
+    if let Err(e) = nix::sys::socket::setsockopt(
+        &tls.sock,
+        nix::sys::socket::sockopt::SndBuf,
+        &STREAM_SEND_BUFFER,
+    ) {
+        log::debug!("http: cannot size the stream's send buffer: {e}");
+    }
+    if let Err(e) = nix::sys::socket::setsockopt(
+        &tls.sock,
+        nix::sys::socket::sockopt::TcpUserTimeout,
+        &STREAM_USER_TIMEOUT_MILLIS,
+    ) {
+        log::debug!("http: cannot set the stream's TCP user timeout: {e}");
+    }
     let head = resp.head_bytes(false);
     if tls.write_all(&head).and_then(|_| tls.flush()).is_err() {
         return;
@@ -238,9 +259,60 @@ fn stream(tls: &mut StreamOwned<ServerConnection, TcpStream>, resp: Response, sh
         // An SSE stream does not count against max_connections.
         shared.stats.open_connections.fetch_sub(1, Ordering::SeqCst);
         shared.stats.sse_streams.fetch_add(1, Ordering::SeqCst);
-        let _ = f(tls);
+        let _ = f(&mut DeadlineWriter {
+            tls,
+            deadline: STREAM_WRITE_DEADLINE,
+        });
         shared.stats.sse_streams.fetch_sub(1, Ordering::SeqCst);
         shared.stats.open_connections.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// The writer a streaming body gets: every `write` and every `flush` must complete within
+/// `deadline`. Before each send the socket's send timeout is set to what is left of the
+/// call's deadline, so a peer that reads slowly (or not at all) cannot stretch one call past
+/// it; a call that runs out fails with `TimedOut` (or `WouldBlock` from the socket).
+struct DeadlineWriter<'a> {
+    tls: &'a mut StreamOwned<ServerConnection, TcpStream>,
+    deadline: Duration,
+}
+
+impl DeadlineWriter<'_> {
+    /// Sends every pending TLS record before `until`.
+    fn send_pending(&mut self, until: Instant) -> io::Result<()> {
+        while self.tls.conn.wants_write() {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "stream write deadline passed",
+                ));
+            }
+            self.tls.sock.set_write_timeout(Some(left))?;
+            match self.tls.conn.write_tls(&mut self.tls.sock) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Write for DeadlineWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let until = Instant::now() + self.deadline;
+        self.send_pending(until)?;
+        let n = self.tls.conn.writer().write(buf)?;
+        self.send_pending(until)?;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let until = Instant::now() + self.deadline;
+        self.tls.conn.writer().flush()?;
+        self.send_pending(until)
     }
 }
 

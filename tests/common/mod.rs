@@ -321,7 +321,12 @@ pub struct Client {
 
 impl Client {
     pub fn connect(addr: SocketAddr, cert: Vec<u8>) -> Client {
-        let tcp = TcpStream::connect(addr).unwrap();
+        Client::from_tcp(TcpStream::connect(addr).unwrap(), cert)
+    }
+
+    /// A TLS client over an already connected socket (e.g. one with socket options set
+    /// before connecting).
+    pub fn from_tcp(tcp: TcpStream, cert: Vec<u8>) -> Client {
         tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         let conn = ClientConnection::new(
             client_config(cert),
