@@ -87,20 +87,8 @@ pub(crate) fn serve(mut tcp: TcpStream, shared: &Shared) {
                 Ok(None) => {}
                 Err(e) => break Err(e),
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            match fill(&mut tls, &mut buf, left) {
-                Ok(n) if n > 0 => {}
-                Ok(_) => return,
-                Err(e) if is_timeout(&e) => {
-                    shared.handler.on_refused(408);
-                    send(
-                        &mut tls,
-                        Response::error(408, "request head not received in time"),
-                        false,
-                    );
-                    return;
-                }
-                Err(_) => return,
+            if !fill_or_408(&mut tls, &mut buf, deadline, shared, "request head") {
+                return;
             }
         };
         let head = match head {
@@ -118,20 +106,8 @@ pub(crate) fn serve(mut tcp: TcpStream, shared: &Shared) {
         // Body: exactly Content-Length bytes.
         let body_deadline = Instant::now() + idle;
         while buf.len() < head.content_length {
-            let left = body_deadline.saturating_duration_since(Instant::now());
-            match fill(&mut tls, &mut buf, left) {
-                Ok(n) if n > 0 => {}
-                Ok(_) => return,
-                Err(e) if is_timeout(&e) => {
-                    shared.handler.on_refused(408);
-                    send(
-                        &mut tls,
-                        Response::error(408, "request body not received in time"),
-                        false,
-                    );
-                    return;
-                }
-                Err(_) => return,
+            if !fill_or_408(&mut tls, &mut buf, body_deadline, shared, "request body") {
+                return;
             }
         }
         let body: Vec<u8> = buf.drain(..head.content_length).collect();
@@ -160,6 +136,28 @@ pub(crate) fn serve(mut tcp: TcpStream, shared: &Shared) {
     }
     tls.conn.send_close_notify();
     let _ = tls.conn.complete_io(&mut tls.sock);
+}
+
+/// Reads more of a request before `deadline`. False when the connection must close: the
+/// peer went away, a read failed, or the deadline passed (answered with 408 first).
+fn fill_or_408(
+    tls: &mut StreamOwned<ServerConnection, TcpStream>,
+    buf: &mut Vec<u8>,
+    deadline: Instant,
+    shared: &Shared,
+    what: &str,
+) -> bool {
+    let left = deadline.saturating_duration_since(Instant::now());
+    match fill(tls, buf, left) {
+        Ok(n) => n > 0,
+        Err(e) if is_timeout(&e) => {
+            shared.handler.on_refused(408);
+            let msg = format!("{what} not received in time");
+            send(tls, Response::error(408, &msg), false);
+            false
+        }
+        Err(_) => false,
+    }
 }
 
 fn is_timeout(e: &io::Error) -> bool {
