@@ -309,3 +309,10 @@ fn status_answers_while_the_store_writer_is_blocked() {
     let status = login.join().unwrap();
     assert!(status == 303 || status == 503, "login after lock: {status}");
 }
+
+#[test]
+fn sigterm_exits_even_when_the_state_directory_was_removed() {
+    let mut d = Daemon::start("rmstate", "");
+    std::fs::remove_dir_all(&d.state).unwrap();
+    assert_eq!(d.stop(), 0);
+}

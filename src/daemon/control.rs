@@ -2,10 +2,11 @@
 //! answer line. Used by `svc status`, `svc doctor` and friends.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +14,9 @@ use serde_json::{json, Value};
 
 /// Answers one command; `None` for an unknown command.
 pub type CommandFn = dyn Fn(&str, &Value) -> Option<Value> + Send + Sync;
+
+/// Control clients served at once; more get an error answer.
+const MAX_CLIENTS: usize = 16;
 
 /// Largest request line accepted.
 const MAX_REQUEST: usize = 64 * 1024;
@@ -46,15 +50,42 @@ impl ControlServer {
         let thread = std::thread::Builder::new()
             .name("control".into())
             .spawn(move || {
-                for conn in listener.incoming() {
-                    if stop2.load(Ordering::SeqCst) {
-                        break;
+                let active = Arc::new(AtomicUsize::new(0));
+                // Poll with a timeout rather than block in accept: stopping must not depend
+                // on reaching the socket path (it may have been removed).
+                while !stop2.load(Ordering::SeqCst) {
+                    match crate::sys::poll::poll_readable(
+                        &[listener.as_fd()],
+                        Duration::from_millis(200),
+                    ) {
+                        Ok(ready) if ready.first().copied().unwrap_or(false) => {}
+                        Ok(_) => continue,
+                        Err(_) => {
+                            std::thread::sleep(Duration::from_millis(50));
+                            continue;
+                        }
                     }
-                    if let Ok(conn) = conn {
-                        let h = handler.clone();
-                        let _ = std::thread::Builder::new()
-                            .name("control-conn".into())
-                            .spawn(move || serve(conn, &*h));
+                    let Ok((mut conn, _)) = listener.accept() else {
+                        continue;
+                    };
+                    if active.load(Ordering::SeqCst) >= MAX_CLIENTS {
+                        let _ = writeln!(
+                            conn,
+                            "{}",
+                            json!({ "error": "too many control clients; try again" })
+                        );
+                        continue;
+                    }
+                    active.fetch_add(1, Ordering::SeqCst);
+                    let (h, a) = (handler.clone(), active.clone());
+                    let spawned = std::thread::Builder::new()
+                        .name("control-conn".into())
+                        .spawn(move || {
+                            serve(conn, &*h);
+                            a.fetch_sub(1, Ordering::SeqCst);
+                        });
+                    if spawned.is_err() {
+                        active.fetch_sub(1, Ordering::SeqCst);
                     }
                 }
             })?;
@@ -67,7 +98,6 @@ impl ControlServer {
 
     pub fn stop(mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        let _ = UnixStream::connect(&self.path);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
