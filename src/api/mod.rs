@@ -83,11 +83,22 @@ pub struct App {
     pub runtime: Runtime,
     pub server: OnceLock<Arc<ServerStats>>,
     pub services: Services,
+    /// Addresses in `blocked_ips`, loaded at start and kept by whoever blocks or unblocks.
+    pub blocklist_size: std::sync::atomic::AtomicU64,
 }
 
 impl App {
     pub fn new(cfg: Arc<Config>, clock: SharedClock, store: Store, services: Services) -> App {
         let w = &cfg.webui;
+        // Read once at start; health reads never touch the store.
+        let blocked: u64 = store
+            .read(|c| {
+                c.query_row("SELECT count(*) FROM blocked_ips", [], |r| {
+                    r.get::<_, i64>(0)
+                })
+            })
+            .map(|n| n.max(0) as u64)
+            .unwrap_or(0);
         let tokens = auth::Tokens::new(&cfg.effective_tokens(), &w.metrics_token);
         let limiter = auth::FailureLimiter::new(w.limits.auth_failures_per_minute, clock.clone());
         let sessions = sessions::Sessions::new(
@@ -116,6 +127,7 @@ impl App {
             runtime,
             server: OnceLock::new(),
             services,
+            blocklist_size: std::sync::atomic::AtomicU64::new(blocked),
         }
     }
 
@@ -130,6 +142,7 @@ impl App {
 
     /// The status snapshot, from memory only.
     pub fn status_snapshot(&self) -> serde_json::Value {
-        status::snapshot(self)
+        serde_json::to_value(status::snapshot(self))
+            .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }))
     }
 }

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::Ordering;
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Map};
 
 use crate::http::{Request, Response};
 
@@ -77,8 +77,7 @@ pub fn performance(app: &App, _req: &Request, _c: &Caller) -> Response {
         .components
         .map()
         .get("files")
-        .and_then(|c| c.get("events_total"))
-        .and_then(Value::as_u64);
+        .map(|c| c.events_total);
     let store = app.store.health();
     let mut queues = Map::new();
     for (name, row) in app.services.registry.snapshot() {

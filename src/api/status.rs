@@ -3,10 +3,14 @@
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
-use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::queue::Row;
 
 use crate::http::{Request, Response};
-use crate::timefmt::rfc3339;
 
 use super::auth::Caller;
 use super::metrics::{gauge, label};
@@ -21,12 +25,15 @@ pub fn capabilities_list(app: &App) -> Vec<&'static str> {
     caps
 }
 
-/// Overall daemon state, security posture and faults, from in-memory health.
+/// Overall daemon state, security posture and faults, from in-memory health and the given
+/// queue rows.
 ///
-/// `status` is the worst of the store and every queue row (`ok`, `warning`, `degraded`).
-/// `security_posture` is `critical` with an active CRITICAL finding, `warning` with daemon
-/// faults (a degraded queue, a failing store) or an active HIGH finding, else `healthy`.
-pub(super) fn daemon_state(app: &App) -> (&'static str, &'static str, Vec<String>) {
+/// `status` is the worst of the store and every queue row (`ok`, `warning`, `degraded`);
+/// `security_posture` follows [`crate::incidents::posture`].
+pub(super) fn daemon_state(
+    app: &App,
+    rows: &BTreeMap<String, Row>,
+) -> (&'static str, &'static str, Vec<String>) {
     use crate::queue::Status;
     let mut faults = Vec::new();
     let mut worst = Status::Ok;
@@ -34,7 +41,7 @@ pub(super) fn daemon_state(app: &App) -> (&'static str, &'static str, Vec<String
         faults.push("store: last write batch failed".to_string());
         worst = Status::Degraded;
     }
-    for (name, row) in app.services.registry.snapshot() {
+    for (name, row) in rows {
         if row.status == Status::Degraded {
             faults.push(format!("queue {name} degraded"));
         }
@@ -51,95 +58,149 @@ pub(super) fn daemon_state(app: &App) -> (&'static str, &'static str, Vec<String
     (state, posture, faults)
 }
 
-/// Per check: findings correlation could not attribute to an account, now and since start.
-fn correlation_attribution(app: &App) -> Value {
-    let mut current: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
-    app.services.engine.with_active(|a| {
-        for f in a.iter().filter(|f| f.account.is_none()) {
-            *current.entry(f.check.clone()).or_insert(0) += 1;
-        }
-    });
-    let cumulative = app.services.incidents.unattributed_cumulative();
-    let mut out = Map::new();
-    for check in current.keys().chain(cumulative.keys()) {
-        out.insert(
-            check.clone(),
-            json!({
-                "current": current.get(check).copied().unwrap_or(0),
-                "cumulative": cumulative.get(check).copied().unwrap_or(0),
-            }),
-        );
-    }
-    Value::Object(out)
+#[derive(Serialize)]
+struct Counts {
+    critical: u64,
+    high: u64,
+    warning: u64,
 }
 
-pub fn snapshot(app: &App) -> Value {
-    let (state, posture, faults) = daemon_state(app);
-    let mut m = Map::new();
-    m.insert("version".into(), json!(app.runtime.version));
-    m.insert("status".into(), json!(state));
-    m.insert("uptime_seconds".into(), json!(app.uptime_seconds()));
-    m.insert("started_at".into(), json!(rfc3339(app.runtime.started_at)));
-    m.insert(
-        "started_at_token".into(),
-        json!(app.runtime.started_at_token),
-    );
-    m.insert("pid".into(), json!(app.runtime.pid));
-    m.insert("capabilities".into(), json!(capabilities_list(app)));
-    m.insert("config_hash".into(), json!(app.cfg.hash));
-    if let Some(h) = app.runtime.binary_hash.get() {
-        m.insert("binary_hash".into(), json!(h));
+impl From<(u64, u64, u64)> for Counts {
+    fn from((critical, high, warning): (u64, u64, u64)) -> Counts {
+        Counts {
+            critical,
+            high,
+            warning,
+        }
     }
-    m.insert("store".into(), json!(app.store.health()));
-    m.insert("security_posture".into(), json!(posture));
-    m.insert("faults".into(), json!(faults));
-    let (critical, high, warning) = app.services.engine.severity_counts();
-    m.insert(
-        "severity_counts".into(),
-        json!({ "critical": critical, "high": high, "warning": warning }),
-    );
-    m.insert("findings_active".into(), json!(critical + high + warning));
-    let (ic, ih, iw) = app.services.incidents.open_by_severity();
-    m.insert(
-        "incidents_open_by_severity".into(),
-        json!({ "critical": ic, "high": ih, "warning": iw }),
-    );
-    // Present once a finding has been merged into the active set since start.
-    if app
+}
+
+#[derive(Serialize)]
+struct Attribution {
+    current: u64,
+    cumulative: u64,
+}
+
+/// Per check: findings correlation could not attribute to an account, now and since start.
+fn correlation_attribution(app: &App) -> BTreeMap<String, Attribution> {
+    let mut out: BTreeMap<String, Attribution> = app
+        .services
+        .incidents
+        .unattributed_cumulative()
+        .into_iter()
+        .map(|(check, cumulative)| {
+            (
+                check,
+                Attribution {
+                    current: 0,
+                    cumulative,
+                },
+            )
+        })
+        .collect();
+    app.services.engine.with_active(|a| {
+        for f in a.iter().filter(|f| f.account.is_none()) {
+            out.entry(f.check.clone())
+                .or_insert(Attribution {
+                    current: 0,
+                    cumulative: 0,
+                })
+                .current += 1;
+        }
+    });
+    out
+}
+
+#[derive(Serialize)]
+struct EventsInfo {
+    subscribers: usize,
+    max_subscribers: usize,
+}
+
+/// The status snapshot; `/api/v1/status` and `svc status --json` serialise the same value.
+#[derive(Serialize)]
+pub struct Snapshot<'a> {
+    version: &'a str,
+    status: &'static str,
+    uptime_seconds: u64,
+    #[serde(serialize_with = "crate::timefmt::ser")]
+    started_at: jiff::Timestamp,
+    started_at_token: &'a str,
+    pid: u32,
+    capabilities: Vec<&'static str>,
+    config_hash: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    binary_hash: Option<&'a str>,
+    store: crate::store::StoreHealth,
+    security_posture: &'static str,
+    faults: Vec<String>,
+    severity_counts: Counts,
+    findings_active: u64,
+    incidents_open_by_severity: Counts,
+    /// Present once a finding has been merged into the active set since start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    correlation_attribution: Option<BTreeMap<String, Attribution>>,
+    blocklist_size: u64,
+    watchers: BTreeMap<String, crate::daemon::components::ComponentRow>,
+    sessions_active: usize,
+    #[serde(
+        serialize_with = "crate::timefmt::ser_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    latest_scan: Option<jiff::Timestamp>,
+    /// Legacy alias of `latest_scan`.
+    #[serde(
+        serialize_with = "crate::timefmt::ser_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    last_scan_time: Option<jiff::Timestamp>,
+    queues: BTreeMap<String, Row>,
+    events: EventsInfo,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    alerts: Option<Value>,
+}
+
+pub fn snapshot(app: &App) -> Snapshot<'_> {
+    let queues = app.services.registry.snapshot();
+    let (state, posture, faults) = daemon_state(app, &queues);
+    let counts = app.services.engine.severity_counts();
+    let latest = app.services.jobs.latest_scan();
+    let merged = app
         .services
         .engine
         .counters
         .dispatched
         .load(Ordering::Relaxed)
-        > 0
-    {
-        m.insert(
-            "correlation_attribution".into(),
-            correlation_attribution(app),
-        );
+        > 0;
+    Snapshot {
+        version: app.runtime.version,
+        status: state,
+        uptime_seconds: app.uptime_seconds(),
+        started_at: app.runtime.started_at,
+        started_at_token: &app.runtime.started_at_token,
+        pid: app.runtime.pid,
+        capabilities: capabilities_list(app),
+        config_hash: &app.cfg.hash,
+        binary_hash: app.runtime.binary_hash.get().map(String::as_str),
+        store: app.store.health(),
+        security_posture: posture,
+        faults,
+        severity_counts: counts.into(),
+        findings_active: counts.0 + counts.1 + counts.2,
+        incidents_open_by_severity: app.services.incidents.open_by_severity().into(),
+        correlation_attribution: merged.then(|| correlation_attribution(app)),
+        blocklist_size: app.blocklist_size.load(Ordering::Relaxed),
+        watchers: app.services.components.map(),
+        sessions_active: app.sessions.count(),
+        latest_scan: latest,
+        last_scan_time: latest,
+        queues,
+        events: EventsInfo {
+            subscribers: app.services.events.subscribers(),
+            max_subscribers: app.services.events.max_subscribers(),
+        },
+        alerts: app.services.alerts.as_ref().map(|a| a.status()),
     }
-    m.insert("blocklist_size".into(), json!(0));
-    m.insert(
-        "watchers".into(),
-        Value::Object(app.services.components.map()),
-    );
-    m.insert("sessions_active".into(), json!(app.sessions.count()));
-    if let Some(t) = app.services.jobs.latest_scan() {
-        m.insert("latest_scan".into(), json!(rfc3339(t)));
-        m.insert("last_scan_time".into(), json!(rfc3339(t)));
-    }
-    m.insert("queues".into(), json!(app.services.registry.snapshot()));
-    m.insert(
-        "events".into(),
-        json!({
-            "subscribers": app.services.events.subscribers(),
-            "max_subscribers": app.services.events.max_subscribers(),
-        }),
-    );
-    if let Some(a) = &app.services.alerts {
-        m.insert("alerts".into(), a.status());
-    }
-    Value::Object(m)
 }
 
 pub fn status(app: &App, _req: &Request, _c: &Caller) -> Response {
@@ -154,27 +215,68 @@ pub fn capabilities(app: &App, _req: &Request, _c: &Caller) -> Response {
     )
 }
 
+#[derive(Serialize)]
+struct HttpInfo {
+    open_connections: usize,
+    sse_streams: usize,
+}
+
+#[derive(Serialize)]
+struct FindingsEngineInfo {
+    active: usize,
+    dispatched_total: u64,
+    parked: usize,
+}
+
+#[derive(Serialize)]
+struct Engines {
+    findings: FindingsEngineInfo,
+}
+
+#[derive(Serialize)]
+struct Health {
+    status: &'static str,
+    faults: Vec<String>,
+    store: crate::store::StoreHealth,
+    http: HttpInfo,
+    watchers: BTreeMap<String, crate::daemon::components::ComponentRow>,
+    engines: Engines,
+    queues: BTreeMap<String, Row>,
+}
+
 pub fn health(app: &App, _req: &Request, _c: &Caller) -> Response {
-    let (state, _, faults) = daemon_state(app);
+    let queues = app.services.registry.snapshot();
+    let (state, _, faults) = daemon_state(app, &queues);
     let server = app.server.get();
+    let (open, sse) = server
+        .map(|s| {
+            (
+                s.open_connections.load(Ordering::Relaxed),
+                s.sse_streams.load(Ordering::Relaxed),
+            )
+        })
+        .unwrap_or((0, 0));
+    let engine = &app.services.engine;
     Response::json(
         200,
-        &json!({
-            "status": state,
-            "faults": faults,
-            "store": app.store.health(),
-            "http": {
-                "open_connections": server.map(|s| s.open_connections.load(Ordering::Relaxed)).unwrap_or(0),
-                "sse_streams": server.map(|s| s.sse_streams.load(Ordering::Relaxed)).unwrap_or(0),
+        &Health {
+            status: state,
+            faults,
+            store: app.store.health(),
+            http: HttpInfo {
+                open_connections: open,
+                sse_streams: sse,
             },
-            "watchers": Value::Object(app.services.components.map()),
-            "engines": { "findings": {
-                "active": app.services.engine.active_len(),
-                "dispatched_total": app.services.engine.counters.dispatched.load(Ordering::Relaxed),
-                "parked": app.services.engine.parked_len(),
-            } },
-            "queues": app.services.registry.snapshot(),
-        }),
+            watchers: app.services.components.map(),
+            engines: Engines {
+                findings: FindingsEngineInfo {
+                    active: engine.active_len(),
+                    dispatched_total: engine.counters.dispatched.load(Ordering::Relaxed),
+                    parked: engine.parked_len(),
+                },
+            },
+            queues,
+        },
     )
 }
 
@@ -188,7 +290,7 @@ pub fn components(app: &App, _req: &Request, _c: &Caller) -> Response {
         json!({ "name": "control_socket", "kind": "control", "state": "running", "attached": true,
                 "path": app.cfg.socket_path().display().to_string() }),
     ];
-    items.extend(app.services.components.rows());
+    items.extend(app.services.components.rows().into_iter().map(|r| json!(r)));
     Response::json(200, &json!({ "items": items, "total": items.len() }))
 }
 

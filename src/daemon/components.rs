@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use parking_lot::RwLock;
-use serde_json::{json, Value};
+use serde::Serialize;
 
 /// One component's live state.
 #[derive(Default)]
@@ -31,24 +31,39 @@ impl Component {
         *self.detail.write() = d.into();
     }
 
-    fn to_json(&self, name: &str) -> Value {
-        let mut v = json!({
-            "name": name,
-            "kind": self.kind,
-            "state": if self.attached.load(Ordering::Relaxed) { "attached" } else { "detached" },
-            "attached": self.attached.load(Ordering::Relaxed),
-            "events_total": self.events.load(Ordering::Relaxed),
-            "errors_total": self.errors.load(Ordering::Relaxed),
-            "detail": self.detail.read().clone(),
-        });
+    fn row(&self, name: &str) -> ComponentRow {
+        let attached = self.attached.load(Ordering::Relaxed);
         let last = self.last_event_us.load(Ordering::Relaxed);
-        if last > 0 {
-            if let Ok(t) = Timestamp::from_microsecond(last) {
-                v["last_event"] = json!(crate::timefmt::rfc3339(t));
-            }
+        ComponentRow {
+            name: name.to_string(),
+            kind: self.kind,
+            state: if attached { "attached" } else { "detached" },
+            attached,
+            events_total: self.events.load(Ordering::Relaxed),
+            errors_total: self.errors.load(Ordering::Relaxed),
+            detail: self.detail.read().clone(),
+            last_event: (last > 0)
+                .then(|| Timestamp::from_microsecond(last).ok())
+                .flatten(),
         }
-        v
     }
+}
+
+/// One component as `/api/v1/components`, `status.watchers` and `svc doctor` show it.
+#[derive(Clone, Debug, Serialize)]
+pub struct ComponentRow {
+    pub name: String,
+    pub kind: &'static str,
+    pub state: &'static str,
+    pub attached: bool,
+    pub events_total: u64,
+    pub errors_total: u64,
+    pub detail: String,
+    #[serde(
+        serialize_with = "crate::timefmt::ser_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub last_event: Option<Timestamp>,
 }
 
 /// All components by name.
@@ -67,20 +82,16 @@ impl Components {
         c
     }
 
-    pub fn rows(&self) -> Vec<Value> {
-        self.by_name
-            .read()
-            .iter()
-            .map(|(n, c)| c.to_json(n))
-            .collect()
+    pub fn rows(&self) -> Vec<ComponentRow> {
+        self.by_name.read().iter().map(|(n, c)| c.row(n)).collect()
     }
 
-    /// `{name: {attached, events_total, ...}}` for status `watchers`.
-    pub fn map(&self) -> serde_json::Map<String, Value> {
+    /// `{name: row}` for status `watchers`.
+    pub fn map(&self) -> BTreeMap<String, ComponentRow> {
         self.by_name
             .read()
             .iter()
-            .map(|(n, c)| (n.clone(), c.to_json(n)))
+            .map(|(n, c)| (n.clone(), c.row(n)))
             .collect()
     }
 }

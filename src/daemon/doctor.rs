@@ -61,13 +61,11 @@ pub fn report(app: &App) -> Value {
     };
     checks.push(tls);
     for c in app.services.components.rows() {
-        let attached = c["attached"].as_bool().unwrap_or(false);
-        let name = format!("collector:{}", c["name"].as_str().unwrap_or("?"));
-        let detail = c["detail"].as_str().unwrap_or("").to_string();
+        let name = format!("collector:{}", c.name);
         checks.push(check(
             &name,
-            if attached { "ok" } else { "warning" },
-            detail,
+            if c.attached { "ok" } else { "warning" },
+            c.detail,
         ));
     }
     for (name, row) in app.services.registry.snapshot() {
