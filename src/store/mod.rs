@@ -7,6 +7,7 @@
 //! - Health is read from atomics ([`Store::health`]); it never touches the database.
 
 pub mod findings;
+pub mod history;
 pub mod quarantine;
 mod schema;
 
