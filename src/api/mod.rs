@@ -11,6 +11,7 @@ pub mod auth;
 pub mod csv;
 pub mod daterange;
 mod findings;
+mod history;
 pub mod metrics;
 mod pages;
 mod router;

@@ -256,6 +256,7 @@ pub fn metrics(app: &App, _req: &Request, _c: &Caller) -> Response {
     for (sev, n) in [("CRITICAL", critical), ("HIGH", high), ("WARNING", warning)] {
         let _ = writeln!(out, "svc_findings_active{{severity=\"{sev}\"}} {n}");
     }
+    super::history::write_metrics(&mut out);
     queue_metrics(&mut out, &app.services.registry.snapshot());
     Response::new(
         200,
