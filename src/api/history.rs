@@ -8,7 +8,8 @@
 //!   a repeated parameter counts with its first value. An empty or whitespace-only value is
 //!   the same as leaving the parameter out.
 //! - Calendar dates (`from`, `to`, trend days) are read in the server's time zone,
-//!   `TimeZone::system()` (the `TZ` environment variable, else `/etc/localtime`).
+//!   `TimeZone::system()` (the `TZ` environment variable, else `/etc/localtime`), looked up
+//!   again at most once a minute ([`server_tz`]).
 //! - The CSV export holds exactly the rows `/api/v1/history?offset=0&limit=5000` would list
 //!   with the same filters (the JSON route caps `limit` at 1,000, so compare page by page).
 //! - Empty lists are `[]`, empty maps `{}`; instants are RFC 3339 UTC with six fraction
@@ -18,9 +19,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::LazyLock;
+use std::time::{Duration, Instant};
 
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
+use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -56,6 +59,44 @@ pub const STATS_WINDOW_SECONDS: i64 = 24 * 3600;
 pub const MAX_ACCOUNTS_LISTED: usize = 1_000;
 /// Characters of a refused value echoed in an error message.
 const ECHO_CHARS: usize = 64;
+
+/// How long a looked-up server time zone is reused.
+const TZ_REFRESH: Duration = Duration::from_secs(60);
+/// Stack of the thread that reads the time-zone database.
+const TZ_LOOKUP_STACK: usize = 4 << 20;
+
+/// The server time zone and when it was looked up.
+static SERVER_TZ: Mutex<Option<(Instant, TimeZone)>> = Mutex::new(None);
+
+/// The server's time zone, `TimeZone::system()` (the `TZ` environment variable, else
+/// `/etc/localtime`), looked up again at most every [`TZ_REFRESH`].
+///
+/// The lookup reads the zone database on a short-lived thread: in debug builds jiff's
+/// parsing needs more stack than an HTTP worker's 256 KiB. Using a zone needs little.
+pub fn server_tz() -> TimeZone {
+    let mut cached = SERVER_TZ.lock();
+    if let Some((at, tz)) = cached.as_ref() {
+        if at.elapsed() < TZ_REFRESH {
+            return tz.clone();
+        }
+    }
+    let looked_up = std::thread::Builder::new()
+        .name("tz-lookup".into())
+        .stack_size(TZ_LOOKUP_STACK)
+        .spawn(TimeZone::system)
+        .ok()
+        .and_then(|h| h.join().ok());
+    let tz = match (looked_up, cached.as_ref()) {
+        (Some(tz), _) => tz,
+        (None, Some((_, old))) => old.clone(),
+        (None, None) => {
+            log::warn!("cannot look up the server time zone; using UTC");
+            TimeZone::UTC
+        }
+    };
+    *cached = Some((Instant::now(), tz.clone()));
+    tz
+}
 
 /// Refused `from` / `to` bounds (shown in `/metrics`).
 static RANGE_REJECTIONS: LazyLock<RangeRejections> = LazyLock::new(RangeRejections::default);
@@ -255,7 +296,7 @@ pub fn parse_query(
 }
 
 fn query_of(req: &Request, paging: bool) -> Result<Query, ParamError> {
-    parse_query(|name| req.query_param(name), &TimeZone::system(), paging)
+    parse_query(|name| req.query_param(name), &server_tz(), paging)
 }
 
 fn unavailable(e: impl std::fmt::Display) -> Response {
@@ -505,7 +546,7 @@ fn trend_body(days: &[daterange::DayBucket], counts: &[[u64; 3]], tz: &TimeZone)
 
 /// `GET /api/v1/stats/trend`.
 pub fn trend(app: &App, _req: &Request, _c: &Caller) -> Response {
-    let tz = TimeZone::system();
+    let tz = server_tz();
     let days = daterange::trend_days(app.clock.now(), TREND_DAYS, &tz);
     let bounds: Vec<(Timestamp, Timestamp)> = days.iter().map(|d| (d.start, d.end)).collect();
     match bucket_counts(app, &bounds) {

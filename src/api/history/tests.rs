@@ -290,3 +290,20 @@ fn timeline_has_24_contiguous_hours_ending_with_now() {
         assert_eq!(w[0].1, w[1].0);
     }
 }
+
+#[test]
+fn server_zone_lookup_fits_a_worker_stack() {
+    // HTTP workers run on 256 KiB stacks; the zone database read happens elsewhere.
+    let name = std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(|| {
+            let tz = server_tz();
+            let again = server_tz();
+            assert_eq!(tz.iana_name(), again.iana_name());
+            daterange::trend_days(Timestamp::now(), TREND_DAYS, &tz).len()
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(name, TREND_DAYS);
+}
