@@ -248,6 +248,9 @@ fn parse_search(raw: Option<&str>) -> Result<Option<String>, ParamError> {
     let Some(s) = present(raw) else {
         return Ok(None);
     };
+    if s.contains('\0') {
+        return Err(ParamError::new("search", "NUL is not allowed", s));
+    }
     if s.chars().count() > MAX_SEARCH_CHARS {
         return Err(ParamError::new(
             "search",
@@ -341,6 +344,19 @@ impl<'a> From<&'a Row> for Item<'a> {
     }
 }
 
+/// The list envelope of `/api/v1/history`, serialised straight to bytes.
+#[derive(Serialize)]
+struct ListBody<'a> {
+    items: Vec<Item<'a>>,
+    total: u64,
+    offset: u64,
+    limit: u64,
+    truncated: bool,
+    /// Sent when `search` is given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    search_capped: Option<bool>,
+}
+
 fn run(app: &App, q: &Query) -> Result<Page, crate::store::StoreError> {
     let page = app
         .store
@@ -366,17 +382,14 @@ pub fn list(app: &App, req: &Request, _c: &Caller) -> Response {
         Ok(p) => p,
         Err(e) => return unavailable(e),
     };
-    let items: Vec<Item> = page.rows.iter().map(Item::from).collect();
-    let mut body = json!({
-        "items": items,
-        "total": page.total,
-        "offset": q.offset,
-        "limit": q.limit,
-        "truncated": truncated(&q, &page),
-    });
-    if q.filter.search.is_some() {
-        body["search_capped"] = Value::Bool(page.scan_capped);
-    }
+    let body = ListBody {
+        items: page.rows.iter().map(Item::from).collect(),
+        total: page.total,
+        offset: q.offset,
+        limit: q.limit,
+        truncated: truncated(&q, &page),
+        search_capped: q.filter.search.as_ref().map(|_| page.scan_capped),
+    };
     Response::json(200, &body)
 }
 
@@ -490,12 +503,16 @@ pub fn stats(app: &App, _req: &Request, _c: &Caller) -> Response {
     let end = now.as_microsecond().saturating_add(1);
     let start = now.as_microsecond() - STATS_WINDOW_SECONDS * 1_000_000;
     let data = app.store.read(|c| {
-        Ok(StatsData {
-            severities: store::severity_counts(c, start, end)?,
-            accounts: store::accounts_at_risk(c, start, end)?,
-            quarantined: store::quarantined_between(c, start, end)?,
-            blocks: store::blocks_between(c, start, end)?,
-        })
+        // One snapshot for all four counts.
+        let tx = c.unchecked_transaction()?;
+        let data = StatsData {
+            severities: store::severity_counts(&tx, start, end)?,
+            accounts: store::accounts_at_risk(&tx, start, end)?,
+            quarantined: store::quarantined_between(&tx, start, end)?,
+            blocks: store::blocks_between(&tx, start, end)?,
+        };
+        tx.finish()?;
+        Ok(data)
     });
     match data {
         Ok(d) => Response::json(200, &stats_body(now, d)),
@@ -509,17 +526,20 @@ fn bucket_counts(
     buckets: &[(Timestamp, Timestamp)],
 ) -> Result<Vec<[u64; 3]>, crate::store::StoreError> {
     app.store.read(|c| {
-        buckets
+        let tx = c.unchecked_transaction()?;
+        let counts = buckets
             .iter()
             .map(|(s, e)| {
                 let (s, e) = (s.as_microsecond(), e.as_microsecond());
                 if s >= e {
                     Ok([0; 3])
                 } else {
-                    store::severity_counts(c, s, e)
+                    store::severity_counts(&tx, s, e)
                 }
             })
-            .collect()
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        tx.finish()?;
+        Ok(counts)
     })
 }
 

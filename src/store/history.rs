@@ -30,11 +30,19 @@ pub const DAY_MICROS: i64 = 86_400_000_000;
 /// Shortest term that uses the trigram index.
 pub const MIN_INDEXED_SEARCH_CHARS: usize = 3;
 /// Most text-index candidates one search examines.
-pub const SEARCH_SCAN_CAP: usize = 10_000;
+pub const SEARCH_SCAN_CAP: usize = 5_000;
 /// Most rows a search without the index (short terms) examines.
-pub const SHORT_SEARCH_SCAN_CAP: usize = 50_000;
+pub const SHORT_SEARCH_SCAN_CAP: usize = 5_000;
 
 const COLUMNS: &str = "id, at, check_name, severity, message, details, account, ip, path";
+/// Columns `search` looks in.
+const SEARCHED_COLUMNS: [&str; 6] = ["check_name", "message", "details", "account", "ip", "path"];
+/// Most trigrams of a term whose frequency is probed.
+const MAX_PROBED_TRIGRAMS: usize = 8;
+/// Index rows (the newest in the range) a frequency probe looks at.
+const PROBE_WINDOW: i64 = 2_000;
+/// Trigrams a candidate must contain (the rarest of the probed ones).
+const CANDIDATE_TRIGRAMS: usize = 3;
 
 /// What to match. Empty lists and `None` mean "any".
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -185,13 +193,15 @@ impl Sql {
         self
     }
 
-    /// Appends the search test on alias `t` for an ASCII-lower-cased term.
-    fn search(&mut self, t: &str, lowered: &str) -> &mut Self {
-        self.params.push(Value::Text(lowered.to_string()));
+    /// Appends the search test on alias `t`: `term` is a substring of one of the searched
+    /// columns, ASCII letters in either case (SQLite's `LIKE` without ICU), every other
+    /// character exactly.
+    fn search(&mut self, t: &str, term: &str) -> &mut Self {
+        self.params.push(Value::Text(like_pattern(term)));
         let n = self.params.len();
-        let tests: Vec<String> = ["check_name", "message", "details", "account", "ip", "path"]
+        let tests: Vec<String> = SEARCHED_COLUMNS
             .iter()
-            .map(|col| format!("instr(lower({t}.{col}), ?{n}) > 0"))
+            .map(|col| format!("{t}.{col} LIKE ?{n} ESCAPE '\\'"))
             .collect();
         self.push(&format!("({})", tests.join(" OR ")))
     }
@@ -385,8 +395,12 @@ fn fetch(c: &Connection, ids: &[i64]) -> rusqlite::Result<Vec<Row>> {
 }
 
 /// The matches of `f` in `[offset, offset + limit)`, newest first, with the total.
+/// Runs in one read transaction, so the total and the rows come from the same snapshot.
 pub fn page(c: &Connection, f: &Filter, offset: u64, limit: u64) -> rusqlite::Result<Page> {
-    page_with(c, f, offset, limit, None, Caps::DEFAULT)
+    let tx = c.unchecked_transaction()?;
+    let page = page_with(&tx, f, offset, limit, None, Caps::DEFAULT)?;
+    tx.finish()?;
+    Ok(page)
 }
 
 /// Search examination limits (constants in production, small in tests).
@@ -442,9 +456,82 @@ pub fn uses_text_index(term: &str) -> bool {
     term.chars().count() >= MIN_INDEXED_SEARCH_CHARS && !term.chars().any(char::is_control)
 }
 
-/// An FTS5 query matching `term` as one phrase (its trigrams in sequence).
-fn fts_phrase(term: &str) -> String {
-    format!("\"{}\"", term.replace('"', "\"\""))
+/// A `LIKE` pattern (escape `\\`) matching `term` anywhere.
+fn like_pattern(term: &str) -> String {
+    let mut p = String::with_capacity(term.len() + 2);
+    p.push('%');
+    for ch in term.chars() {
+        if matches!(ch, '%' | '_' | '\\') {
+            p.push('\\');
+        }
+        p.push(ch);
+    }
+    p.push('%');
+    p
+}
+
+/// The distinct trigrams of `term` (ASCII-lower-cased; the index folds case), in order.
+fn trigrams(term: &str) -> Vec<String> {
+    let chars: Vec<char> = term.to_ascii_lowercase().chars().collect();
+    let mut out: Vec<String> = Vec::new();
+    for w in chars.windows(3) {
+        let g: String = w.iter().collect();
+        if !out.contains(&g) {
+            out.push(g);
+        }
+    }
+    out
+}
+
+/// An FTS5 string token: the text in double quotes, quotes doubled.
+fn fts_token(text: &str) -> String {
+    format!("\"{}\"", text.replace('"', "\"\""))
+}
+
+/// At most `n` items spread evenly over `items`, first and last included.
+fn spread<T: Clone>(items: &[T], n: usize) -> Vec<T> {
+    if items.len() <= n {
+        return items.to_vec();
+    }
+    if n < 2 {
+        return items.iter().take(n).cloned().collect();
+    }
+    (0..n)
+        .map(|i| items[i * (items.len() - 1) / (n - 1)].clone())
+        .collect()
+}
+
+/// The FTS5 query finding candidates for `term` in index rows `[lo, hi]`: the conjunction
+/// of its rarest trigrams. A row containing `term` (in any letter case) contains every
+/// trigram of it in one column, so no match is lost; [`Sql::search`] then drops the rows
+/// that only contain the trigrams. Rarity is measured by counting each probed trigram in the
+/// newest [`PROBE_WINDOW`] index rows of the range.
+fn candidate_query(c: &Connection, term: &str, lo: i64, hi: i64) -> rusqlite::Result<String> {
+    let grams = trigrams(term);
+    if grams.len() <= CANDIDATE_TRIGRAMS {
+        let tokens: Vec<String> = grams.iter().map(|g| fts_token(g)).collect();
+        return Ok(tokens.join(" AND "));
+    }
+    let top: Option<i64> = c
+        .prepare_cached("SELECT max(id) FROM history WHERE id <= ?1")?
+        .query_row([hi], |r| r.get(0))?;
+    let top = top.unwrap_or(hi);
+    let floor = top.saturating_sub(PROBE_WINDOW).max(lo.saturating_sub(1));
+    let mut probe = c.prepare_cached(
+        "SELECT count(*) FROM (SELECT rowid FROM history_fts WHERE history_fts MATCH ?1 AND rowid > ?2 AND rowid <= ?3)",
+    )?;
+    let mut counted: Vec<(i64, usize, String)> = Vec::new();
+    for (pos, g) in spread(&grams, MAX_PROBED_TRIGRAMS).into_iter().enumerate() {
+        let n: i64 = probe.query_row(rusqlite::params![fts_token(&g), floor, top], |r| r.get(0))?;
+        counted.push((n, pos, g));
+    }
+    counted.sort();
+    let tokens: Vec<String> = counted
+        .iter()
+        .take(CANDIDATE_TRIGRAMS)
+        .map(|(_, _, g)| fts_token(g))
+        .collect();
+    Ok(tokens.join(" AND "))
 }
 
 fn search_page(
@@ -455,11 +542,13 @@ fn search_page(
     limit: u64,
     caps: Caps,
 ) -> rusqlite::Result<Page> {
-    let lowered = term.to_ascii_lowercase();
-    let (mut matches, scan_capped) = if uses_text_index(term) {
-        indexed_matches(c, f, term, &lowered, caps.indexed)?
+    let (mut matches, scan_capped) = if term.contains('\0') {
+        // SQLite's LIKE ends a pattern at NUL; the API refuses such terms.
+        (Vec::new(), false)
+    } else if uses_text_index(term) {
+        indexed_matches(c, f, term, caps.indexed)?
     } else {
-        scanned_matches(c, f, &lowered, caps.scanned)?
+        scanned_matches(c, f, term, caps.scanned)?
     };
     // Newest first: (at, id) descending.
     matches.sort_unstable_by(|a, b| b.cmp(a));
@@ -506,18 +595,18 @@ fn indexed_matches(
     c: &Connection,
     f: &Filter,
     term: &str,
-    lowered: &str,
     cap: usize,
 ) -> rusqlite::Result<Matches> {
     let Some((lo, hi)) = id_bounds(c, f)? else {
         return Ok((Vec::new(), false));
     };
+    let fts = candidate_query(c, term, lo, hi)?;
     let mut q = Sql::new("SELECT c.rid, h.at, coalesce((1");
     q.conds("h", f.from, f.to, f)
         .push(" AND ")
-        .search("h", lowered);
+        .search("h", term);
     q.push("), 0) FROM (SELECT rowid AS rid FROM history_fts WHERE history_fts MATCH ")
-        .bind(fts_phrase(term))
+        .bind(fts)
         .push(" AND rowid >= ")
         .bind(lo)
         .push(" AND rowid <= ")
@@ -532,11 +621,11 @@ fn indexed_matches(
 fn scanned_matches(
     c: &Connection,
     f: &Filter,
-    lowered: &str,
+    term: &str,
     cap: usize,
 ) -> rusqlite::Result<Matches> {
     let mut q = Sql::new("SELECT h.id, h.at, coalesce(");
-    q.search("h", lowered);
+    q.search("h", term);
     q.push(", 0) FROM history AS h INDEXED BY history_at WHERE 1");
     q.conds("h", f.from, f.to, f);
     q.push(" ORDER BY h.at DESC, h.id DESC LIMIT ")

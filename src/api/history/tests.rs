@@ -127,6 +127,7 @@ fn checks_and_search() {
         Some("Failed Login")
     );
     assert!(ok(&[("search", &"ü".repeat(256))]).filter.search.is_some());
+    assert_eq!(err(&[("search", "a\0b")]).param, "search");
     let e = err(&[("search", &"ü".repeat(257))]);
     assert_eq!(e.param, "search");
     // The echo is cut and escaped.

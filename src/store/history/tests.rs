@@ -329,6 +329,39 @@ fn search_caps_count_only_the_examined_rows() {
 }
 
 #[test]
+fn candidates_come_from_the_rarest_trigrams() {
+    let c = db();
+    for i in 0..3000 {
+        insert(
+            &c,
+            i,
+            "login",
+            0,
+            &format!("user{i:04} failed"),
+            "",
+            None,
+            None,
+            None,
+        );
+    }
+    let caps = Caps {
+        indexed: 50,
+        scanned: 50,
+    };
+    let f = Filter {
+        search: Some("USER0042 F".into()),
+        ..Filter::default()
+    };
+    // "use" and "ser" occur in every row; the probe picks rarer trigrams.
+    let q = candidate_query(&c, "USER0042 F", i64::MIN, i64::MAX).unwrap();
+    assert!(!q.contains("\"use\"") && !q.contains("\"ser\""), "{q}");
+    let p = page_with(&c, &f, 0, 10, None, caps).unwrap();
+    assert!(!p.scan_capped);
+    assert_eq!(p.total, 1);
+    assert_eq!(p.rows[0].message, "user0042 failed");
+}
+
+#[test]
 fn search_terms_are_literal_and_ascii_case_insensitive() {
     let c = db();
     let a = insert(&c, 1, "c", 0, "100% done_now", "", None, None, None);
@@ -355,6 +388,9 @@ fn search_terms_are_literal_and_ascii_case_insensitive() {
     assert_eq!(find("RICH"), vec![b, d]);
     assert_eq!(find("::1"), vec![d]);
     assert_eq!(find("a\0b"), Vec::<i64>::new());
+    let e = insert(&c, 4, "c", 0, "C:\\temp\\x", "", None, None, None);
+    assert_eq!(find("\\temp\\"), vec![e]);
+    assert_eq!(find(":\\"), vec![e]);
     assert_eq!(find("*"), Vec::<i64>::new());
     assert_eq!(find("NEAR(x y)"), Vec::<i64>::new());
     assert_eq!(find("\" OR \""), Vec::<i64>::new());
@@ -425,7 +461,13 @@ fn sql_builder_binds_every_value() {
     let mut s = Sql::new("");
     s.search("h", "x");
     assert_eq!(s.text.matches("?1").count(), 6);
-    assert_eq!(fts_phrase("a\"b"), "\"a\"\"b\"");
+    assert_eq!(fts_token("a\"b"), "\"a\"\"b\"");
+    assert_eq!(like_pattern("10%_a\\b"), "%10\\%\\_a\\\\b%");
+    assert_eq!(trigrams("AbCab"), vec!["abc", "bca", "cab"]);
+    assert_eq!(trigrams("aaaa"), vec!["aaa"]);
+    assert!(trigrams("ab").is_empty());
+    assert_eq!(spread(&[1, 2, 3], 8), vec![1, 2, 3]);
+    assert_eq!(spread(&(0..20).collect::<Vec<_>>(), 4), vec![0, 6, 12, 19]);
     assert!(uses_text_index("abc") && !uses_text_index("ab") && !uses_text_index("a\tbc"));
     assert!(uses_text_index("üüü"));
 }
