@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{params, Connection};
 
-/// Bump when the generated rows change, so an old cache is not reused.
-const GENERATOR_VERSION: u32 = 1;
+/// Bump when the generated rows or the schema of migration 4 change, so an old cache is not
+/// reused.
+const GENERATOR_VERSION: u32 = 2;
 const DAY_MICROS: i64 = 86_400_000_000;
 const SPAN_DAYS: i64 = 90;
 

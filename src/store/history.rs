@@ -10,12 +10,13 @@
 //!   ([`Plan`]); every plan returns the same rows.
 //! - `search` is a case-insensitive substring test over check name, message, details,
 //!   account, IP and path: ASCII letters match either case, every other character must match
-//!   exactly. Terms of at least [`MIN_INDEXED_SEARCH_CHARS`] characters take candidates from
-//!   the trigram index `history_fts` (the most recently recorded first; at most
-//!   [`SEARCH_SCAN_CAP`] are examined); shorter terms, and terms with control characters,
-//!   examine the newest [`SHORT_SEARCH_SCAN_CAP`] rows that pass the other filters. When the
-//!   cap stops the examination, `total` counts the matches among the examined rows and
-//!   [`Page::scan_capped`] is set.
+//!   exactly (SQLite's `LIKE`, wildcards escaped). Terms of at least
+//!   [`MIN_INDEXED_SEARCH_CHARS`] characters take candidates from the trigram index
+//!   `history_fts` (rows holding the term's rarest trigrams; see [`candidate_query`]), the
+//!   most recently recorded first, at most [`SEARCH_SCAN_CAP`] of them; shorter terms, and
+//!   terms with control characters, examine the newest [`SHORT_SEARCH_SCAN_CAP`] rows that
+//!   pass the other filters. When the cap stops the examination, `total` counts the matches
+//!   among the examined rows and [`Page::scan_capped`] is set.
 //! - Every value reaches SQLite as a bound parameter; no input is spliced into SQL text.
 
 use std::collections::BTreeMap;
@@ -38,11 +39,13 @@ const COLUMNS: &str = "id, at, check_name, severity, message, details, account, 
 /// Columns `search` looks in.
 const SEARCHED_COLUMNS: [&str; 6] = ["check_name", "message", "details", "account", "ip", "path"];
 /// Most trigrams of a term whose frequency is probed.
-const MAX_PROBED_TRIGRAMS: usize = 8;
-/// Index rows (the newest in the range) a frequency probe looks at.
+const MAX_PROBED_TRIGRAMS: usize = 6;
+/// Index rows a frequency probe looks at, in total.
 const PROBE_WINDOW: i64 = 2_000;
+/// Windows the probed rows are split into, spread over the ids of the range.
+const PROBE_SAMPLES: usize = 4;
 /// Trigrams a candidate must contain (the rarest of the probed ones).
-const CANDIDATE_TRIGRAMS: usize = 3;
+const CANDIDATE_TRIGRAMS: usize = 2;
 
 /// What to match. Empty lists and `None` mean "any".
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -504,25 +507,46 @@ fn spread<T: Clone>(items: &[T], n: usize) -> Vec<T> {
 /// The FTS5 query finding candidates for `term` in index rows `[lo, hi]`: the conjunction
 /// of its rarest trigrams. A row containing `term` (in any letter case) contains every
 /// trigram of it in one column, so no match is lost; [`Sql::search`] then drops the rows
-/// that only contain the trigrams. Rarity is measured by counting each probed trigram in the
-/// newest [`PROBE_WINDOW`] index rows of the range.
+/// that only contain the trigrams. Rarity is measured by counting each probed trigram in
+/// [`PROBE_SAMPLES`] windows of index rows spread over the range ([`PROBE_WINDOW`] rows in
+/// all, the newest included).
 fn candidate_query(c: &Connection, term: &str, lo: i64, hi: i64) -> rusqlite::Result<String> {
     let grams = trigrams(term);
     if grams.len() <= CANDIDATE_TRIGRAMS {
         let tokens: Vec<String> = grams.iter().map(|g| fts_token(g)).collect();
         return Ok(tokens.join(" AND "));
     }
-    let top: Option<i64> = c
-        .prepare_cached("SELECT max(id) FROM history WHERE id <= ?1")?
-        .query_row([hi], |r| r.get(0))?;
-    let top = top.unwrap_or(hi);
-    let floor = top.saturating_sub(PROBE_WINDOW).max(lo.saturating_sub(1));
+    // Sample windows spread over the ids of the range, the newest included, so that a
+    // trigram that is rare only lately is not mistaken for a rare one.
+    let (first, last): (Option<i64>, Option<i64>) = c
+        // Two subqueries: SQLite answers a lone min() or max() from the b-tree edge, but
+        // scans for both in one query.
+        .prepare_cached(
+            "SELECT (SELECT min(id) FROM history WHERE id >= ?1), (SELECT max(id) FROM history WHERE id <= ?2)",
+        )?
+        .query_row([lo, hi], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let (Some(first), Some(last)) = (first, last) else {
+        return Ok(fts_token(&grams[0]));
+    };
+    let width = (PROBE_WINDOW / PROBE_SAMPLES as i64).max(1);
+    let windows: Vec<(i64, i64)> = (0..PROBE_SAMPLES as i64)
+        .map(|k| {
+            let end = first + (last - first) * (k + 1) / PROBE_SAMPLES as i64;
+            (end.saturating_sub(width), end)
+        })
+        .collect();
     let mut probe = c.prepare_cached(
         "SELECT count(*) FROM (SELECT rowid FROM history_fts WHERE history_fts MATCH ?1 AND rowid > ?2 AND rowid <= ?3)",
     )?;
     let mut counted: Vec<(i64, usize, String)> = Vec::new();
     for (pos, g) in spread(&grams, MAX_PROBED_TRIGRAMS).into_iter().enumerate() {
-        let n: i64 = probe.query_row(rusqlite::params![fts_token(&g), floor, top], |r| r.get(0))?;
+        let token = fts_token(&g);
+        let mut n = 0i64;
+        for (after, upto) in &windows {
+            n += probe.query_row(rusqlite::params![token, after, upto], |r| {
+                r.get::<_, i64>(0)
+            })?;
+        }
         counted.push((n, pos, g));
     }
     counted.sort();

@@ -164,7 +164,7 @@ const MIGRATIONS: &[&str] = &[
     END;
     CREATE VIRTUAL TABLE history_fts USING fts5(
         check_name, message, details, account, ip, path,
-        content='history', content_rowid='id', tokenize='trigram', columnsize=0
+        content='history', content_rowid='id', tokenize='trigram', detail=none, columnsize=0
     );
     INSERT INTO history_fts(history_fts) VALUES('rebuild');
     CREATE TRIGGER history_fts_ai AFTER INSERT ON history BEGIN
