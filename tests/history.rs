@@ -846,3 +846,50 @@ fn stats_count_the_last_24_hours() {
         assert_eq!(w[0]["end"], w[1]["start"]);
     }
 }
+
+#[test]
+fn search_examines_at_most_5000_candidates() {
+    let d = start("hist-cap", "UTC");
+    let mut c = db(&d);
+    let tx = c.transaction().unwrap();
+    for i in 0..5_100i64 {
+        let instant = jiff::Timestamp::from_second(1_767_225_600 + i * 60)
+            .unwrap()
+            .to_string();
+        add(
+            &tx,
+            H {
+                at: &instant,
+                message: "SSH login failed",
+                ..H::default()
+            },
+        );
+    }
+    tx.commit().unwrap();
+    let v = history(&d, &[("search", "Login Failed")]);
+    assert_eq!(v["search_capped"], true);
+    assert_eq!(v["truncated"], true);
+    assert_eq!(v["total"], 5000);
+    assert_eq!(v["items"].as_array().unwrap().len(), 100);
+    // The newest rows were examined.
+    assert_eq!(v["items"][0]["at"], "2026-01-04T12:59:00.000000Z");
+    // A narrower range examines everything in it: an exact total.
+    let v = history(
+        &d,
+        &[
+            ("search", "login failed"),
+            ("from", "2026-01-01"),
+            ("to", "2026-01-01"),
+        ],
+    );
+    assert_eq!(v["search_capped"], false);
+    assert_eq!(v["total"], 1440);
+    // Without search the total is exact.
+    assert_eq!(history(&d, &[("limit", "0")])["total"], 5100);
+    let r = d.get("/api/v1/history/csv?search=login", READ);
+    assert_eq!(r.header("x-truncated"), Some("true"));
+    assert_eq!(r.header("x-total-count"), Some("5000"));
+    assert_eq!(r.text().lines().count(), 5001);
+    let m = d.get("/metrics", READ).expect(200).text();
+    assert!(m.contains("svc_history_search_capped_total 2"), "{m}");
+}

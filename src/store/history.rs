@@ -5,7 +5,8 @@
 //! - Rows come newest first: `at` descending, then `id` descending, whatever the plan.
 //! - Without `search`, `total` is exact and cheap: whole UTC days inside the range are summed
 //!   from `history_daily` (kept by triggers, migration 4), and only the partial days at the
-//!   range edges are counted from the indexes. The cost does not grow with the table.
+//!   range edges are counted from the indexes. The cost grows with the number of days,
+//!   checks and severities in `history_daily`, not with the number of rows.
 //! - Without `search`, the page is read through the index that the counts say is cheapest
 //!   ([`Plan`]); every plan returns the same rows.
 //! - `search` is a case-insensitive substring test over check name, message, details,
