@@ -16,6 +16,7 @@ pub mod daterange;
 mod events;
 mod findings;
 mod fixes;
+mod history;
 mod incident;
 pub mod metrics;
 mod pages;

@@ -52,6 +52,15 @@ pub static ROUTES: &[Route] = &[
     get!("/api/v1/findings", Access::Read, findings::list),
     get!("/api/v1/incident", Access::Admin, incident::timeline),
     // -- history, stats (history.rs) --
+    get!("/api/v1/history", Access::Read, super::history::list),
+    get!("/api/v1/history/csv", Access::Read, super::history::csv),
+    get!("/api/v1/stats", Access::Read, super::history::stats),
+    get!("/api/v1/stats/trend", Access::Read, super::history::trend),
+    get!(
+        "/api/v1/stats/timeline",
+        Access::Read,
+        super::history::timeline
+    ),
     // -- end history --
     // -- events (events.rs) --
     get!("/api/v1/events", Access::Read, events::stream),

@@ -405,6 +405,7 @@ pub fn metrics(app: &App, _req: &Request, _c: &Caller) -> Response {
         let _ = writeln!(out, "svc_findings_active{{severity=\"{sev}\"}} {n}");
     }
     event_metrics(&mut out, app);
+    super::history::write_metrics(&mut out);
     queue_metrics(&mut out, &app.services.registry.snapshot());
     Response::new(
         200,

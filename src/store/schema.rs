@@ -119,6 +119,70 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 4: per-account history reads (account detail)
     "CREATE INDEX history_account_at ON history(account, at);",
+    // 5: history queries (see store/history.rs): a severity index; per-UTC-day counts with
+    // id bounds for exact totals without scanning; a trigram full-text index for `search`.
+    // Triggers keep both in step with `history`; existing rows are loaded here.
+    "CREATE INDEX history_sev_at ON history(severity, at);
+    CREATE TABLE history_daily (
+        day INTEGER NOT NULL,
+        check_name TEXT NOT NULL,
+        severity INTEGER NOT NULL,
+        n INTEGER NOT NULL,
+        min_id INTEGER NOT NULL,
+        max_id INTEGER NOT NULL,
+        PRIMARY KEY (day, check_name, severity)
+    ) WITHOUT ROWID;
+    INSERT INTO history_daily(day, check_name, severity, n, min_id, max_id)
+        SELECT CASE WHEN at >= 0 THEN at / 86400000000 ELSE (at + 1) / 86400000000 - 1 END,
+               check_name, severity, count(*), min(id), max(id)
+        FROM history GROUP BY 1, 2, 3;
+    CREATE TRIGGER history_daily_ai AFTER INSERT ON history BEGIN
+        INSERT INTO history_daily(day, check_name, severity, n, min_id, max_id)
+        VALUES (CASE WHEN NEW.at >= 0 THEN NEW.at / 86400000000 ELSE (NEW.at + 1) / 86400000000 - 1 END,
+                NEW.check_name, NEW.severity, 1, NEW.id, NEW.id)
+        ON CONFLICT(day, check_name, severity) DO UPDATE SET n = n + 1,
+            min_id = min(min_id, excluded.min_id), max_id = max(max_id, excluded.max_id);
+    END;
+    CREATE TRIGGER history_daily_ad AFTER DELETE ON history BEGIN
+        UPDATE history_daily SET n = n - 1
+        WHERE day = CASE WHEN OLD.at >= 0 THEN OLD.at / 86400000000 ELSE (OLD.at + 1) / 86400000000 - 1 END
+          AND check_name = OLD.check_name AND severity = OLD.severity;
+        DELETE FROM history_daily WHERE n <= 0
+          AND day = CASE WHEN OLD.at >= 0 THEN OLD.at / 86400000000 ELSE (OLD.at + 1) / 86400000000 - 1 END
+          AND check_name = OLD.check_name AND severity = OLD.severity;
+    END;
+    CREATE TRIGGER history_daily_au AFTER UPDATE OF id, at, check_name, severity ON history BEGIN
+        UPDATE history_daily SET n = n - 1
+        WHERE day = CASE WHEN OLD.at >= 0 THEN OLD.at / 86400000000 ELSE (OLD.at + 1) / 86400000000 - 1 END
+          AND check_name = OLD.check_name AND severity = OLD.severity;
+        DELETE FROM history_daily WHERE n <= 0
+          AND day = CASE WHEN OLD.at >= 0 THEN OLD.at / 86400000000 ELSE (OLD.at + 1) / 86400000000 - 1 END
+          AND check_name = OLD.check_name AND severity = OLD.severity;
+        INSERT INTO history_daily(day, check_name, severity, n, min_id, max_id)
+        VALUES (CASE WHEN NEW.at >= 0 THEN NEW.at / 86400000000 ELSE (NEW.at + 1) / 86400000000 - 1 END,
+                NEW.check_name, NEW.severity, 1, NEW.id, NEW.id)
+        ON CONFLICT(day, check_name, severity) DO UPDATE SET n = n + 1,
+            min_id = min(min_id, excluded.min_id), max_id = max(max_id, excluded.max_id);
+    END;
+    CREATE VIRTUAL TABLE history_fts USING fts5(
+        check_name, message, details, account, ip, path,
+        content='history', content_rowid='id', tokenize='trigram', detail=none, columnsize=0
+    );
+    INSERT INTO history_fts(history_fts) VALUES('rebuild');
+    CREATE TRIGGER history_fts_ai AFTER INSERT ON history BEGIN
+        INSERT INTO history_fts(rowid, check_name, message, details, account, ip, path)
+        VALUES (NEW.id, NEW.check_name, NEW.message, NEW.details, NEW.account, NEW.ip, NEW.path);
+    END;
+    CREATE TRIGGER history_fts_ad AFTER DELETE ON history BEGIN
+        INSERT INTO history_fts(history_fts, rowid, check_name, message, details, account, ip, path)
+        VALUES ('delete', OLD.id, OLD.check_name, OLD.message, OLD.details, OLD.account, OLD.ip, OLD.path);
+    END;
+    CREATE TRIGGER history_fts_au AFTER UPDATE OF id, check_name, message, details, account, ip, path ON history BEGIN
+        INSERT INTO history_fts(history_fts, rowid, check_name, message, details, account, ip, path)
+        VALUES ('delete', OLD.id, OLD.check_name, OLD.message, OLD.details, OLD.account, OLD.ip, OLD.path);
+        INSERT INTO history_fts(rowid, check_name, message, details, account, ip, path)
+        VALUES (NEW.id, NEW.check_name, NEW.message, NEW.details, NEW.account, NEW.ip, NEW.path);
+    END;",
 ];
 
 /// Applies pending migrations.
