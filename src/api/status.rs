@@ -98,16 +98,14 @@ fn correlation_attribution(app: &App) -> BTreeMap<String, Attribution> {
             )
         })
         .collect();
-    app.services.engine.with_active(|a| {
-        for f in a.iter().filter(|f| f.account.is_none()) {
-            out.entry(f.check.clone())
-                .or_insert(Attribution {
-                    current: 0,
-                    cumulative: 0,
-                })
-                .current += 1;
-        }
-    });
+    for (check, n) in &app.services.engine.active_summary().unattributed {
+        out.entry(check.clone())
+            .or_insert(Attribution {
+                current: 0,
+                cumulative: 0,
+            })
+            .current = *n;
+    }
     out
 }
 

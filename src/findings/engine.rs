@@ -61,6 +61,16 @@ pub enum Ingest {
     },
 }
 
+/// Counts over one version of the active set.
+#[derive(Debug)]
+pub struct ActiveSummary {
+    pub version: u64,
+    /// (critical, high, warning).
+    pub counts: (u64, u64, u64),
+    /// Active findings without an account, per check.
+    pub unattributed: std::collections::BTreeMap<String, u64>,
+}
+
 /// Called after each dispatched finding is committed (active-set entry after merge).
 pub type Listener = Box<dyn Fn(&Finding) + Send + Sync>;
 
@@ -84,6 +94,7 @@ pub struct Engine {
     parked: Mutex<Vec<Finding>>,
     active: RwLock<ActiveSet>,
     listeners: RwLock<Vec<Listener>>,
+    summary: Mutex<Option<Arc<ActiveSummary>>>,
     scheduled_checks: RwLock<HashSet<String>>,
     suppressor: RwLock<Option<Arc<Suppressions>>>,
     /// Held while a batch is committed and applied, and while suppressions are applied.
@@ -136,6 +147,7 @@ impl Engine {
             parked: Mutex::new(Vec::new()),
             active: RwLock::new(ActiveSet::load(active)),
             listeners: RwLock::new(Vec::new()),
+            summary: Mutex::new(None),
             scheduled_checks: RwLock::new(HashSet::new()),
             suppressor: RwLock::new(None),
             dispatch_lock: Mutex::new(()),
@@ -276,7 +288,29 @@ impl Engine {
 
     /// (critical, high, warning) counts of the active set.
     pub fn severity_counts(&self) -> (u64, u64, u64) {
-        self.active.read().severity_counts()
+        self.active_summary().counts
+    }
+
+    /// Counts over the active set, recomputed only when the set changed since the last call
+    /// (status is polled far more often than findings change).
+    pub fn active_summary(&self) -> Arc<ActiveSummary> {
+        let active = self.active.read();
+        let version = active.version();
+        let mut cache = self.summary.lock();
+        if let Some(s) = cache.as_ref().filter(|s| s.version == version) {
+            return s.clone();
+        }
+        let mut unattributed = std::collections::BTreeMap::new();
+        for f in active.iter().filter(|f| f.account.is_none()) {
+            *unattributed.entry(f.check.clone()).or_insert(0u64) += 1;
+        }
+        let s = Arc::new(ActiveSummary {
+            version,
+            counts: active.severity_counts(),
+            unattributed,
+        });
+        *cache = Some(s.clone());
+        s
     }
 
     /// Merges into the active set since start.
@@ -625,6 +659,44 @@ mod tests {
         assert_eq!(e2.active_len(), 1);
         e2.shutdown();
         store2.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn active_summary_follows_every_change() {
+        let (e, store, _reg, dir) = setup("summary");
+        e.start().unwrap();
+        assert_eq!(e.active_summary().counts, (0, 0, 0));
+        e.submit(f("a"));
+        assert!(e.flush(Duration::from_secs(5)));
+        let s1 = e.active_summary();
+        assert_eq!(s1.counts, (0, 1, 0));
+        assert_eq!(s1.unattributed.get("ssh_bruteforce"), Some(&1));
+        assert!(
+            Arc::ptr_eq(&s1, &e.active_summary()),
+            "unchanged set: cached"
+        );
+        let mk = |m: &str| {
+            Finding::new(
+                "uid0_account",
+                Severity::Critical,
+                m,
+                jiff::Timestamp::from_second(5).unwrap(),
+            )
+            .with_account("toor")
+        };
+        e.submit(mk("extra uid 0: toor"));
+        assert!(e.flush(Duration::from_secs(5)));
+        assert_eq!(e.active_summary().counts, (1, 1, 0));
+        assert_eq!(e.active_summary().unattributed.get("uid0_account"), None);
+        e.submit_item(Ingest::CheckCompleted {
+            check: "uid0_account".into(),
+            messages: vec![],
+        });
+        assert!(e.flush(Duration::from_secs(5)));
+        assert_eq!(e.active_summary().counts, (0, 1, 0), "resolution is seen");
+        e.shutdown();
+        store.close();
         std::fs::remove_dir_all(dir).unwrap();
     }
 
