@@ -11,7 +11,7 @@ use super::auth::Caller;
 use super::App;
 
 /// Timeline events returned at most (newest first); `total` counts them all.
-pub const MAX_EVENTS: i64 = 500;
+pub const MAX_EVENTS: usize = 500;
 
 pub fn timeline(app: &App, req: &Request, _c: &Caller) -> Response {
     let ip = match req.query_param("ip").filter(|s| !s.trim().is_empty()) {
@@ -45,38 +45,23 @@ pub fn timeline(app: &App, req: &Request, _c: &Caller) -> Response {
             }
         },
     };
-    let now = app.clock.now();
-    let since = now.as_microsecond() - hours * 3_600_000_000;
+    let since = app
+        .clock
+        .now()
+        .checked_sub(jiff::SignedDuration::from_hours(hours))
+        .unwrap_or(jiff::Timestamp::UNIX_EPOCH);
     let ip_s = ip.map(|i| i.to_string());
     let acct = account.clone();
     let rows = app.store.read(move |c| {
-        let filter = "at >= ?1 AND ((?2 IS NOT NULL AND ip = ?2) OR (?3 IS NOT NULL AND account = ?3))";
-        let total: i64 = c.query_row(&format!("SELECT count(*) FROM history WHERE {filter}"), rusqlite::params![since, ip_s, acct], |r| r.get(0))?;
-        let mut st = c.prepare(&format!(
-            "SELECT at, check_name, severity, message, details, account, ip, path FROM history WHERE {filter} ORDER BY at DESC, id DESC LIMIT {MAX_EVENTS}"
-        ))?;
-        let items = st
-            .query_map(rusqlite::params![since, ip_s, acct], |r| {
-                let at: i64 = r.get(0)?;
-                let level: u8 = r.get(2)?;
-                let mut v = json!({
-                    "at": crate::timefmt::rfc3339(jiff::Timestamp::from_microsecond(at).unwrap_or(jiff::Timestamp::UNIX_EPOCH)),
-                    "check": r.get::<_, String>(1)?,
-                    "severity": crate::findings::Severity::from_level(level).unwrap_or(crate::findings::Severity::Warning),
-                    "message": r.get::<_, String>(3)?,
-                    "details": r.get::<_, String>(4)?,
-                });
-                for (i, key) in [(5, "account"), (6, "ip"), (7, "path")] {
-                    if let Some(s) = r.get::<_, Option<String>>(i)? {
-                        v[key] = json!(s);
-                    }
-                }
-                Ok(v)
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok((total, items))
+        crate::store::data::history_of_source(
+            c,
+            since,
+            ip_s.as_deref(),
+            acct.as_deref(),
+            MAX_EVENTS,
+        )
     });
-    let (total, items) = match rows {
+    let (items, total) = match rows {
         Ok(r) => r,
         Err(e) => return Response::error(503, &format!("history unavailable: {e}")),
     };
@@ -90,7 +75,7 @@ pub fn timeline(app: &App, req: &Request, _c: &Caller) -> Response {
         "total": total,
         "offset": 0,
         "limit": MAX_EVENTS,
-        "truncated": total > MAX_EVENTS,
+        "truncated": total > MAX_EVENTS as u64,
         "scan_truncated": false,
     });
     if let Some(ip) = ip {

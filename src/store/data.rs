@@ -292,6 +292,29 @@ pub fn history_of_account(
     Ok((rows.collect::<rusqlite::Result<_>>()?, total.max(0) as u64))
 }
 
+/// The newest `cap` history rows since `since` naming address `ip` or account `account`,
+/// newest first, and how many there are (the incident timeline).
+pub fn history_of_source(
+    c: &Connection,
+    since: Timestamp,
+    ip: Option<&str>,
+    account: Option<&str>,
+    cap: usize,
+) -> rusqlite::Result<(Vec<HistoryRow>, u64)> {
+    let filter = "at >= ?1 AND ((?2 IS NOT NULL AND ip = ?2) OR (?3 IS NOT NULL AND account = ?3))";
+    let since = since.as_microsecond();
+    let total: i64 = c.query_row(
+        &format!("SELECT count(*) FROM history WHERE {filter}"),
+        params![since, ip, account],
+        |r| r.get(0),
+    )?;
+    let mut st = c.prepare(&format!(
+        "SELECT {HISTORY_COLUMNS} FROM history WHERE {filter} ORDER BY at DESC, id DESC LIMIT ?4"
+    ))?;
+    let rows = st.query_map(params![since, ip, account, cap as i64], history_row)?;
+    Ok((rows.collect::<rusqlite::Result<_>>()?, total.max(0) as u64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
