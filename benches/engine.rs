@@ -3,7 +3,8 @@
 //! Run: `cargo bench --bench engine`. Goals: 50,000 findings/s with bounded memory; file
 //! detection under 1 s; log-line detection under 2 s. Prints figures; asserts nothing.
 
-#[path = "../tests/common/mod.rs"]
+#[allow(dead_code)] // the benchmark uses part of the test harness
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 
 use std::io::Write;

@@ -11,7 +11,8 @@
 //! Prints per-subscriber received rate and losses, and the daemon's `events.deliveries` and
 //! `findings.ingest` rows. Asserts nothing (timing is noisy on shared machines).
 
-#[path = "../tests/common/mod.rs"]
+#[allow(dead_code)] // the benchmark uses part of the test harness
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 
 use std::io::Read;

@@ -12,7 +12,8 @@
 //! count match; `SVC_BENCH_REFILL=1` rebuilds it. `SVC_BENCH_ROWS` changes the row count,
 //! `SVC_BENCH_ITERS` the requests per case.
 
-#[path = "../tests/common/mod.rs"]
+#[allow(dead_code)] // the benchmark uses part of the test harness
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -3,7 +3,8 @@
 //! Run: `cargo bench --bench startup`. Goals: start to health under 150 ms, idle RSS at
 //! most 15 MiB. Prints figures; asserts nothing (timing is noisy on shared machines).
 
-#[path = "../tests/common/mod.rs"]
+#[allow(dead_code)] // the benchmark uses part of the test harness
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 
 use std::process::{Command, Stdio};

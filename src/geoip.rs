@@ -220,7 +220,7 @@ impl GeoIp {
 
 #[cfg(test)]
 #[allow(dead_code)]
-#[path = "../tests/common/mmdb.rs"]
+#[path = "../tests/it/common/mmdb.rs"]
 mod mmdb;
 
 #[cfg(test)]

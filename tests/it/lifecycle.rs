@@ -1,9 +1,9 @@
 //! Restart, legacy migration, drop-ins, and the CLI, through the real binary.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::process::Command;
 
 fn run(args: &[&str]) -> std::process::Output {
@@ -313,6 +313,15 @@ fn status_answers_while_the_store_writer_is_blocked() {
 #[test]
 fn sigterm_exits_even_when_the_state_directory_was_removed() {
     let mut d = Daemon::start("rmstate", "");
+    assert!(
+        d.stdout()
+            .iter()
+            .any(|l| l.contains("listening on https://")),
+        "{:?}",
+        d.stdout()
+    );
+    assert!(Path::new(&format!("/proc/{}", d.pid())).exists());
     std::fs::remove_dir_all(&d.state).unwrap();
     assert_eq!(d.stop(), 0);
+    assert!(d.stderr().contains("shutting down"), "{}", d.stderr());
 }

@@ -1,7 +1,6 @@
 //! HTTPS server limits and slow clients, through the real binary.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::io::Write;
 use std::net::TcpStream;

@@ -1,8 +1,7 @@
 //! Incident grouping and the incident timeline, and the audit route's limit, through the
 //! real binary.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::io::Write;
 use std::time::{Duration, Instant};

@@ -1,8 +1,7 @@
 //! Detectors through the real binary: file watcher and signatures, quarantine and restore,
 //! scheduled checks via `svc check`, scan-job restart handling, queue rows, doctor.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -35,15 +34,15 @@ fn start(tag: &str, extra: &str) -> Daemon {
 
 /// Polls `/api/v1/findings` until `pred` holds for some item (kernel events are real).
 fn wait_finding(d: &Daemon, pred: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    wait_until(20, "the finding", || {
         let v = d.get("/api/v1/findings", READ).expect(200).json();
-        if let Some(f) = v["items"].as_array().unwrap().iter().find(|f| pred(f)) {
-            return f.clone();
-        }
-        assert!(Instant::now() < deadline, "finding never appeared: {v}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| pred(f))
+            .cloned()
+    })
 }
 
 #[test]

@@ -2,8 +2,7 @@
 //! filters, the date-range rules in zones that skip or repeat midnight, the CSV export.
 //! Rows are written straight into svc.db (WAL lets the running daemon read them).
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use jiff::Timestamp;
 use rusqlite::{params, Connection};

@@ -1,6 +1,5 @@
 //! Test harness: starts the real `svc` binary with a temp config on a free loopback port and
 //! talks to it over real TLS, pinned to the certificate the daemon generated.
-#![allow(dead_code)]
 
 pub mod mmdb;
 
@@ -21,6 +20,20 @@ pub const READ: &str = "read-token-0123456789abcdef";
 pub const METRICS: &str = "metrics-token-0123456789abcdef";
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// Polls `f` every 50 ms until it returns `Some`, for at most `secs` seconds; panics naming
+/// `what` (and the last value `f` saw, when it records one) when the time runs out. Tests
+/// wait on progress this way, never on fixed sleeps.
+pub fn wait_until<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
 
 /// A fresh directory for one test.
 pub fn temp_dir(tag: &str) -> PathBuf {
@@ -48,7 +61,7 @@ pub struct Daemon {
     pub state: PathBuf,
     pub addr: SocketAddr,
     child: Option<Child>,
-    pub stdout_lines: Arc<parking_lot::Mutex<Vec<String>>>,
+    stdout_lines: Arc<parking_lot::Mutex<Vec<String>>>,
 }
 
 impl Daemon {
@@ -173,6 +186,11 @@ impl Daemon {
         let mut child = self.child.take().expect("running");
         let _ = child.kill();
         let _ = child.wait();
+    }
+
+    /// Lines the daemon printed on standard output so far.
+    pub fn stdout(&self) -> Vec<String> {
+        self.stdout_lines.lock().clone()
     }
 
     pub fn stderr(&self) -> String {

@@ -2,8 +2,7 @@
 //! watcher (webshell files under a watched root), streams are real TLS clients, webhooks go
 //! to a small HTTP server inside the test.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -149,15 +148,10 @@ fn status(d: &Daemon) -> Value {
 
 /// Polls status until `pred` holds (or panics after `secs`).
 fn wait_status(d: &Daemon, secs: u64, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
+    wait_until(secs, what, || {
         let s = status(d);
-        if pred(&s) {
-            return s;
-        }
-        assert!(Instant::now() < deadline, "{what} never happened: {s}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        pred(&s).then_some(s)
+    })
 }
 
 #[test]

@@ -3,14 +3,13 @@
 //! action history, suppressions (engine effect, scopes, CSRF, audit), quarantine previews,
 //! accounts, performance and hardening.
 
-mod common;
-use common::mmdb;
-use common::*;
+use crate::common::mmdb;
+use crate::common::*;
 
 use std::net::IpAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
@@ -585,17 +584,6 @@ fn enriched_findings_order_limit_version_geo_and_block_ip() {
     d.get("/api/v1/finding-detail?message=y", READ).expect(400);
 }
 
-fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn quarantine_preview_detail_and_suppression_lifecycle() {
     let d = start("suppress", "[auto_response]\nquarantine = true\n", |_| {
@@ -605,15 +593,15 @@ fn quarantine_preview_detail_and_suppression_lifecycle() {
     std::fs::create_dir_all(shell.parent().unwrap()).unwrap();
     std::fs::write(&shell, WEBSHELL).unwrap();
     let shown = shell.display().to_string();
-    let finding = wait_until("the webshell finding", || {
+    let finding = wait_until(20, "the webshell finding", || {
         let v = d.get("/api/v1/findings", READ).json();
         items(&v)
             .iter()
             .find(|f| f["path"] == shown && f["check"] == "webshell")
             .cloned()
     });
-    wait_until("quarantine", || (!shell.exists()).then_some(()));
-    let q = wait_until("the quarantine row", || {
+    wait_until(20, "quarantine", || (!shell.exists()).then_some(()));
+    let q = wait_until(20, "the quarantine row", || {
         let v = d.get("/api/v1/quarantine", ADMIN).expect(200).json();
         items(&v).first().cloned()
     });
@@ -757,7 +745,7 @@ fn quarantine_preview_detail_and_suppression_lifecycle() {
     // A new dispatch of the same content is recorded in history only.
     let before = hist(&db);
     std::fs::write(&shell, WEBSHELL).unwrap();
-    wait_until("the second history row", || {
+    wait_until(20, "the second history row", || {
         (hist(&db) > before).then_some(())
     });
     let v = d.get("/api/v1/findings", READ).json();
@@ -806,7 +794,7 @@ fn quarantine_preview_detail_and_suppression_lifecycle() {
     assert_eq!(d.get("/api/v1/suppressions", ADMIN).json()["total"], 0);
 
     // Audit shows each attempt with actor and via.
-    let entries = wait_until("audit entries", || {
+    let entries = wait_until(20, "audit entries", || {
         let v = d.get("/api/v1/audit", ADMIN).expect(200).json();
         let e = items(&v).clone();
         let deletes = e

@@ -1,12 +1,11 @@
 //! The authentication-log detector through the real binary: attacks become findings,
 //! rotation loses nothing, and a SIGKILL while findings flow loses nothing either.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn start(tag: &str) -> (Daemon, PathBuf) {
     let dir = temp_dir(tag);
@@ -63,18 +62,10 @@ fn wait_for(
     what: &str,
     pred: impl Fn(&[serde_json::Value]) -> bool,
 ) -> Vec<serde_json::Value> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    wait_until(20, what, || {
         let items = active(d);
-        if pred(&items) {
-            return items;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} never happened: {items:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        pred(&items).then_some(items)
+    })
 }
 
 fn has_bruteforce(items: &[serde_json::Value], ip: &str) -> bool {

@@ -1,7 +1,6 @@
 //! Authentication matrix, CSRF, origin, scopes, rate limiting: through the real binary.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Need {
