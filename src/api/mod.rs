@@ -45,7 +45,7 @@ pub struct Services {
     pub engine: Arc<Engine>,
     pub jobs: Arc<ScanJobs>,
     /// Component rows (watchers) reported by collectors.
-    pub components: Arc<crate::daemon::components::Components>,
+    pub components: Arc<crate::components::Components>,
     /// Files restored from quarantine, trusted by the analyzer.
     pub restored: Arc<crate::watch::analyzer::Restored>,
     pub incidents: Arc<crate::incidents::Incidents>,
@@ -112,7 +112,7 @@ impl App {
             version: env!("CARGO_PKG_VERSION"),
             started_at: clock.now(),
             started_mono: clock.monotonic_nanos(),
-            started_at_token: sessions::random_hex(12),
+            started_at_token: crate::ids::random_hex(12),
             binary_hash: OnceLock::new(),
             pid: std::process::id(),
         };

@@ -64,14 +64,7 @@ pub struct Sessions {
 }
 
 /// Random hex of `bytes` bytes from the OS.
-pub fn random_hex(bytes: usize) -> String {
-    let mut b = vec![0u8; bytes];
-    if getrandom::getrandom(&mut b).is_err() {
-        // getrandom failing means the OS cannot give randomness; refuse to continue quietly.
-        panic!("operating system random source unavailable");
-    }
-    hex::encode(b)
-}
+use crate::ids::random_hex;
 
 fn verifier(secret: &str) -> String {
     hex::encode(Sha256::digest(secret.as_bytes()))

@@ -139,7 +139,7 @@ pub struct Snapshot<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     correlation_attribution: Option<BTreeMap<String, Attribution>>,
     blocklist_size: u64,
-    watchers: BTreeMap<String, crate::daemon::components::ComponentRow>,
+    watchers: BTreeMap<String, crate::components::ComponentRow>,
     sessions_active: usize,
     #[serde(
         serialize_with = "crate::timefmt::ser_opt",
@@ -237,7 +237,7 @@ struct Health {
     faults: Vec<String>,
     store: crate::store::StoreHealth,
     http: HttpInfo,
-    watchers: BTreeMap<String, crate::daemon::components::ComponentRow>,
+    watchers: BTreeMap<String, crate::components::ComponentRow>,
     engines: Engines,
     queues: BTreeMap<String, Row>,
 }

@@ -55,9 +55,9 @@ pub fn ensure_tokens(dir: &Path) -> std::io::Result<DevTokens> {
         }
     }
     let t = DevTokens {
-        admin: crate::api::sessions::random_hex(24),
-        read: crate::api::sessions::random_hex(24),
-        metrics: crate::api::sessions::random_hex(24),
+        admin: crate::ids::random_hex(24),
+        read: crate::ids::random_hex(24),
+        metrics: crate::ids::random_hex(24),
         fresh: true,
     };
     let text = format!(

@@ -8,7 +8,7 @@
 
 #[cfg(feature = "bench")]
 mod bench;
-pub mod components;
+
 pub mod control;
 pub mod dev;
 pub mod doctor;
@@ -116,7 +116,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         Ok(n) => log::info!("{n} active findings removed by suppressions"),
         Err(e) => return Err(format!("applying suppressions: {e}")),
     }
-    let components = Arc::new(components::Components::default());
+    let components = Arc::new(crate::components::Components::default());
     let incidents = Arc::new(crate::incidents::Incidents::new(
         clock.clone(),
         std::time::Duration::from_secs(cfg.engine.incident_window_minutes * 60),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::SharedClock;
-use crate::daemon::components::Component;
+use crate::components::Component;
 use crate::findings::Engine;
 use crate::queue::{BoundedQueue, PopError};
 use crate::scan::quarantine;
@@ -247,7 +247,7 @@ impl Analyzer {
         rule: &str,
         owner: Option<&str>,
     ) -> Option<String> {
-        let id = crate::api::sessions::random_hex(8);
+        let id = crate::ids::random_hex(8);
         if let Err(e) = crate::fsutil::ensure_dir(&self.quarantine_dir, 0o700) {
             log::error!(
                 "quarantine: cannot create {}: {e}",

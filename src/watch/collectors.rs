@@ -14,8 +14,8 @@ use super::authlog::{AuthDetector, AuthThresholds, Tailer};
 use super::files::{BackendChoice, FileEvent, FileWatcher, WatchOptions};
 use crate::api::App;
 use crate::clock::SharedClock;
+use crate::components::Components;
 use crate::config::Config;
-use crate::daemon::components::Components;
 use crate::findings::{Engine, Ingest};
 use crate::queue::{BoundedQueue, Flag, LagBasis, QueueHealth, Registry, RowConfig, RowHandle};
 use crate::scan::signatures::SignatureSet;
@@ -295,7 +295,7 @@ fn auth_loop(
     mut detector: AuthDetector,
     engine: Arc<Engine>,
     health: Arc<QueueHealth>,
-    component: Arc<crate::daemon::components::Component>,
+    component: Arc<crate::components::Component>,
     clock: SharedClock,
     stop: Arc<AtomicBool>,
 ) {
