@@ -61,7 +61,7 @@ pub struct Services {
     pub alerts: Option<Arc<crate::alerts::Alerts>>,
 }
 
-pub use router::ROUTES;
+pub use router::{Access, Route, ROUTES};
 
 /// Facts about this daemon process, fixed at start (binary hash filled in once computed).
 pub struct Runtime {

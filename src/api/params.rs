@@ -104,7 +104,7 @@ fn bad(name: &str, reason: &str, raw: &str) -> Response {
     Response::json(
         400,
         &serde_json::json!({
-            "error": format!("invalid {name} {}: {reason}", echo(raw)),
+            "error": format!("{name}: {reason}, got {}", echo(raw)),
             "param": name,
         }),
     )

@@ -780,7 +780,7 @@ fn quarantine_preview_detail_and_suppression_lifecycle() {
         &[("Authorization", &auth)],
         b"",
     )
-    .expect(404);
+    .expect(400);
     let path = format!("/api/v1/suppressions/{sid}");
     d.req("DELETE", &path, &[("Authorization", &rauth)], b"")
         .expect(403);
