@@ -260,6 +260,11 @@ fn csrf_ok(req: &Request, expected: &str) -> bool {
     presented.len() == expected.len() && bool::from(presented.as_bytes().ct_eq(expected.as_bytes()))
 }
 
+/// Request bodies of this size or more mark memory for trimming.
+pub const LARGE_REQUEST: usize = 64 * 1024;
+/// Answers of this size or more mark memory for trimming.
+pub const LARGE_ANSWER: usize = 1024 * 1024;
+
 /// Longest request path written to a log line, in characters.
 pub const LOG_PATH_CHARS: usize = 200;
 
@@ -432,6 +437,13 @@ impl Handler for App {
     fn handle(&self, req: &Request) -> Response {
         let (label, resp, caller) = self.dispatch(req);
         self.metrics.count(label, resp.status);
+        // Large requests and answers leave free memory in the allocator's arenas: have it
+        // returned to the kernel shortly after (see crate::sys::malloc).
+        let large_answer =
+            matches!(&resp.body, crate::http::Body::Full(b) if b.len() >= LARGE_ANSWER);
+        if req.body.len() >= LARGE_REQUEST || large_answer {
+            crate::sys::malloc::note_large();
+        }
         // Requests that failed authentication (401, 429) never reach the audit table: they
         // carry no caller. They are counted by reason and logged (rate-limited) instead.
         if let Some(c) = caller {

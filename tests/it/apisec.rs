@@ -534,3 +534,130 @@ fn status_tells_not_running_from_not_responding() {
     assert!(!err.contains("not running"), "{err}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Resident set size of a process, bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn mib(b: u64) -> f64 {
+    b as f64 / (1024.0 * 1024.0)
+}
+
+/// Issue 9 item 3: 32 clients at once each POST a 1 MiB suppression body of ~110,000
+/// unknown keys, five times over. Prints RSS idle, at the peak of the bursts and 10 s after;
+/// requires RSS to come back near idle (within 10 s, to idle + 24 MiB) and every answer to
+/// stay small. `SVC_MEM_DAEMON_ENV="K=V K=V"` passes environment to the daemon (allocator
+/// tunables, for benches/api-memory.sh).
+#[test]
+#[ignore = "memory benchmark (about 30 s): run by .ci/run and benches/api-memory.sh"]
+fn suppression_floods_do_not_keep_memory() {
+    let env_spec = std::env::var("SVC_MEM_DAEMON_ENV").unwrap_or_default();
+    let env: Vec<(&str, &str)> = env_spec
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .collect();
+    let dir = temp_dir("memflood");
+    let state = dir.join("state");
+    let config = dir.join("svc.toml");
+    std::fs::write(&config, format!("{}{QUIET}", base_config(&state))).unwrap();
+    let d = Daemon::start_with(dir, config, state, &env);
+    let pid = d.pid();
+    let mut body = String::from("{");
+    let mut keys = 0u32;
+    while body.len() < 1_048_000 {
+        body.push_str(&format!("\"{keys:x}\":0,"));
+        keys += 1;
+    }
+    body.push_str("\"z\":0}");
+    let body = std::sync::Arc::new(body.into_bytes());
+    // Warm up: every route family once, then let the daemon settle.
+    for p in ["/api/v1/status", "/api/v1/health", "/metrics"] {
+        d.get(p, ADMIN).expect(200);
+    }
+    let auth = bearer(ADMIN);
+    d.req(
+        "POST",
+        "/api/v1/suppressions",
+        &[("Authorization", &auth)],
+        &body,
+    )
+    .expect(400);
+    std::thread::sleep(Duration::from_secs(2));
+    let idle = rss(pid);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(rss(pid));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            peak
+        })
+    };
+    let (addr, cert) = (d.addr, d.cert());
+    let mut largest_answer = 0;
+    for _round in 0..5 {
+        let clients: Vec<_> = (0..32)
+            .map(|_| {
+                let (body, cert, auth) = (body.clone(), cert.clone(), auth.clone());
+                std::thread::spawn(move || {
+                    let mut c = Client::connect(addr, cert);
+                    let r = c.send(
+                        "POST",
+                        "/api/v1/suppressions",
+                        &[
+                            ("Authorization", &auth),
+                            ("Content-Type", "application/json"),
+                        ],
+                        &body,
+                    );
+                    assert_eq!(r.status, 400);
+                    r.body.len()
+                })
+            })
+            .collect();
+        for c in clients {
+            largest_answer = largest_answer.max(c.join().unwrap());
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let peak = sampler.join().unwrap();
+    let burst_end = std::time::Instant::now();
+    let near_idle = idle + 24 * 1024 * 1024;
+    // RSS once a second for 10 s after the bursts (the figure the issue asks for is the
+    // last); the test waits on the clock here because the time is what is measured.
+    let mut trail = Vec::new();
+    for s in 1..=10u64 {
+        std::thread::sleep(Duration::from_secs(s).saturating_sub(burst_end.elapsed()));
+        trail.push(rss(pid));
+    }
+    let after10 = *trail.last().unwrap_or(&0);
+    let back_at = trail.iter().position(|&r| r <= near_idle).map(|i| i + 1);
+    println!(
+        "RESULT keys_per_body {keys} body_bytes {} answer_bytes_max {largest_answer}",
+        body.len()
+    );
+    println!(
+        "RESULT rss_mib idle {:.1} peak_during_32x5 {:.1} after_10s {:.1} near_idle_after_s {} env [{env_spec}]",
+        mib(idle),
+        mib(peak),
+        mib(after10),
+        back_at.map_or("never".to_string(), |s| s.to_string()),
+    );
+    let trail: Vec<String> = trail.iter().map(|&r| format!("{:.1}", mib(r))).collect();
+    println!("RESULT rss_mib_each_second_after {}", trail.join(" "));
+    assert!(largest_answer < 4096, "{largest_answer}");
+    assert!(
+        after10 <= near_idle,
+        "RSS {after10} stayed above {near_idle}"
+    );
+}
