@@ -38,23 +38,15 @@ pub(super) fn required(req: &Request, name: &str) -> Result<String, Response> {
     }
 }
 
-/// An optional integer parameter within `min..=max`; anything else is a 400 naming it.
+/// An optional integer parameter within `min..=max`; anything else is a 400 naming it
+/// (canonical digits only: [`super::params::uint_param`]).
 pub(super) fn int_param(
     req: &Request,
     name: &str,
     min: u64,
     max: u64,
 ) -> Result<Option<u64>, Response> {
-    match param(req, name) {
-        None => Ok(None),
-        Some(v) => match v.parse::<u64>() {
-            Ok(n) if (min..=max).contains(&n) => Ok(Some(n)),
-            _ => Err(Response::error(
-                400,
-                &format!("invalid {name} {v:?}: must be an integer from {min} to {max}"),
-            )),
-        },
-    }
+    super::params::uint_param(req, name, min, max)
 }
 
 /// 503 for a store that could not answer.

@@ -1,15 +1,16 @@
 //! The API: router, authentication and scopes, CSRF and origin checks, routes.
 //!
-//! Order of checks for each request: find the route (unknown paths under `/api/` are 404
-//! once the caller is authenticated), authenticate (Bearer token, else the session cookie),
-//! method (405 with `Allow`), scope (403), CSRF and origin for cookie-authenticated
-//! state-changing requests (403), then the handler. Every non-2xx answer is JSON with an
-//! `error` message.
+//! Order of checks for each request: find the route (an unknown path is 404 for every
+//! caller, before any credential is read), authenticate (Bearer token, else the session
+//! cookie; public routes such as the login form read none), method (405 with `Allow`), scope
+//! (403), CSRF and origin for cookie-authenticated state-changing requests (403), then the
+//! handler. Every non-2xx answer is JSON with an `error` message.
 
 mod accounts;
 pub mod audit;
 pub mod auth;
 mod backups;
+pub mod capabilities;
 pub mod csv;
 mod data;
 pub mod daterange;
@@ -20,12 +21,13 @@ mod history;
 mod incident;
 pub mod metrics;
 mod pages;
+pub mod params;
 mod perf;
 mod router;
 mod session_routes;
 pub mod sessions;
 mod status;
-mod suppressions;
+pub mod suppressions;
 
 use std::sync::{Arc, OnceLock};
 
@@ -59,7 +61,7 @@ pub struct Services {
     pub alerts: Option<Arc<crate::alerts::Alerts>>,
 }
 
-pub use router::ROUTES;
+pub use router::{Access, Route, ROUTES};
 
 /// Facts about this daemon process, fixed at start (binary hash filled in once computed).
 pub struct Runtime {
@@ -80,6 +82,8 @@ pub struct App {
     pub limiter: auth::FailureLimiter,
     pub sessions: sessions::Sessions,
     pub audit: audit::AuditLog,
+    /// Rate limiter of log lines clients cause (one per kind and address a minute).
+    pub client_log: crate::lograte::LogLimiter,
     pub metrics: metrics::HttpMetrics,
     pub runtime: Runtime,
     pub server: OnceLock<Arc<ServerStats>>,
@@ -116,8 +120,15 @@ impl App {
             binary_hash: OnceLock::new(),
             pid: std::process::id(),
         };
+        let audit = audit::AuditLog::start(
+            store.clone(),
+            clock.clone(),
+            &services.registry,
+            w.audit_max_entries,
+        );
         App {
-            audit: audit::AuditLog::new(store.clone()),
+            audit,
+            client_log: crate::lograte::LogLimiter::per_minute(clock.clone()),
             cfg,
             clock,
             store,

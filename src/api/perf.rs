@@ -128,14 +128,21 @@ pub fn performance(app: &App, _req: &Request, _c: &Caller) -> Response {
     Response::json(200, &out)
 }
 
-/// `GET /api/v1/hardening`: the last stored hardening audit, running one first if none
-/// exists yet.
+/// `GET /api/v1/hardening`: the last stored hardening audit report, from memory. It never
+/// starts work: when no report is stored yet (no deep scan has run since the store was
+/// created) the answer is 200 `{"report": null, "reason": ...}`.
 pub fn hardening(app: &App, _req: &Request, _c: &Caller) -> Response {
-    match app.services.jobs.hardening_or_run() {
+    match app.services.jobs.hardening() {
         Some(report) => Response::json(200, &report),
-        None => Response::error(500, "the hardening audit could not be produced"),
+        None => Response::json(
+            200,
+            &json!({ "report": null, "reason": NO_HARDENING_REPORT }),
+        ),
     }
 }
+
+/// Why `/api/v1/hardening` has no report.
+pub const NO_HARDENING_REPORT: &str = "no hardening audit has been stored yet: the deep scan (checks.deep_interval_min) or `svc check` stores one";
 
 #[cfg(test)]
 mod tests {

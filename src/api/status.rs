@@ -16,15 +16,6 @@ use super::auth::Caller;
 use super::metrics::{gauge, label};
 use super::App;
 
-/// Feature identifiers this build supports (only what works).
-pub fn capabilities_list(app: &App) -> Vec<&'static str> {
-    let mut caps = vec!["confd.dropins.v1", "status.queue_health.v1"];
-    if !app.services.events.is_closed() {
-        caps.push("events.sse.v1");
-    }
-    caps
-}
-
 /// Overall daemon state, security posture and faults, from in-memory health and the given
 /// queue rows.
 ///
@@ -125,7 +116,7 @@ pub struct Snapshot<'a> {
     started_at: jiff::Timestamp,
     started_at_token: &'a str,
     pid: u32,
-    capabilities: Vec<&'static str>,
+    capabilities: &'static [&'static str],
     config_hash: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     binary_hash: Option<&'a str>,
@@ -177,7 +168,7 @@ pub fn snapshot(app: &App) -> Snapshot<'_> {
         started_at: app.runtime.started_at,
         started_at_token: &app.runtime.started_at_token,
         pid: app.runtime.pid,
-        capabilities: capabilities_list(app),
+        capabilities: super::capabilities::CAPABILITIES,
         config_hash: &app.cfg.hash,
         binary_hash: app.runtime.binary_hash.get().map(String::as_str),
         store: app.store.health(),
@@ -205,8 +196,10 @@ pub fn status(app: &App, _req: &Request, _c: &Caller) -> Response {
     Response::json(200, &snapshot(app))
 }
 
-pub fn capabilities(app: &App, _req: &Request, _c: &Caller) -> Response {
-    let caps = capabilities_list(app);
+/// `GET /api/v1/capabilities`: [`super::capabilities::CAPABILITIES`], fixed for the life of
+/// the process.
+pub fn capabilities(_app: &App, _req: &Request, _c: &Caller) -> Response {
+    let caps = super::capabilities::CAPABILITIES;
     Response::json(
         200,
         &json!({ "items": caps, "total": caps.len(), "capabilities": caps }),
@@ -314,12 +307,31 @@ pub fn metrics(app: &App, _req: &Request, _c: &Caller) -> Response {
             label(route)
         );
     }
+    let _ = writeln!(
+        out,
+        "# HELP svc_auth_failures_total Requests that failed authentication (401, 429), by reason.\n# TYPE svc_auth_failures_total counter"
+    );
+    for reason in super::auth::FailReason::ALL {
+        let _ = writeln!(
+            out,
+            "svc_auth_failures_total{{reason=\"{}\"}} {}",
+            reason.as_str(),
+            app.limiter.by_reason.get(reason)
+        );
+    }
     gauge(
         &mut out,
-        "svc_auth_failures_total",
+        "svc_auth_limiter_tracked_addresses",
+        "gauge",
+        "Addresses (IPv6 per /64) the authentication failure limiter tracks.",
+        app.limiter.tracked(),
+    );
+    gauge(
+        &mut out,
+        "svc_auth_limiter_evicted_total",
         "counter",
-        "Failed authentications (invalid tokens and login attempts).",
-        app.limiter.failures_total.load(Ordering::Relaxed),
+        "Tracked addresses the failure limiter forgot to make room (least recently seen first).",
+        app.limiter.evicted_total.load(Ordering::Relaxed),
     );
     gauge(
         &mut out,
@@ -384,8 +396,8 @@ pub fn metrics(app: &App, _req: &Request, _c: &Caller) -> Response {
         &mut out,
         "svc_audit_dropped_total",
         "counter",
-        "Audit records that could not be queued.",
-        app.audit.dropped.load(Ordering::Relaxed),
+        "Audit records lost: refused by the actionlog.writes row or not committed.",
+        app.audit.dropped(),
     );
     gauge(
         &mut out,

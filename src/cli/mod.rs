@@ -1,6 +1,7 @@
 //! Command line: subcommands and their flags, each defined once (usage and parsing).
 
 pub mod check;
+pub mod control;
 pub mod doctor;
 pub mod status;
 pub mod validate;

@@ -21,26 +21,28 @@ pub fn state_path(flags: &Flags) -> Result<PathBuf, String> {
         })
 }
 
-/// Sends one command to the daemon; prints a clear message and returns Err(1) on failure.
+/// Sends one command to the daemon through the shared client ([`super::control`]); prints a
+/// clear message (not running, not responding, refused answer, daemon error) and returns
+/// `Err(1)` on failure.
 pub fn ask(flags: &Flags, command: &str, args: Value, timeout: Duration) -> Result<Value, i32> {
     let state = state_path(flags).map_err(|e| {
         eprintln!("svc {command}: {e}");
         1
     })?;
     let sock = state.join("svc.sock");
-    match crate::daemon::control::request(&sock, command, args, timeout) {
+    match super::control::request(&sock, command, args, timeout) {
         Ok(v) => {
             if let Some(e) = v.get("error").and_then(Value::as_str) {
-                eprintln!("svc {command}: daemon answered: {e}");
+                eprintln!(
+                    "svc {command}: daemon answered: {}",
+                    crate::text::escape_controls(e)
+                );
                 return Err(1);
             }
             Ok(v)
         }
         Err(e) => {
-            eprintln!(
-                "svc {command}: the daemon is not running (cannot reach {}: {e})",
-                sock.display()
-            );
+            eprintln!("svc {command}: {e}");
             Err(1)
         }
     }

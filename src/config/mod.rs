@@ -27,6 +27,8 @@ pub const DEFAULT_PATH: &str = "/etc/svc/svc.toml";
 pub const LEGACY_TOKEN_NAME: &str = "legacy-auth-token";
 /// Shortest accepted token.
 pub const MIN_TOKEN_LEN: usize = 16;
+/// Default of `webui.audit_max_entries`.
+pub const DEFAULT_AUDIT_MAX_ENTRIES: u64 = 100_000;
 
 /// What a token may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -93,8 +95,8 @@ impl Default for HttpLimits {
     }
 }
 
-/// `[webui]`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// `[webui]`. Its `Debug` never prints a secret (see [`Redacted`]).
+#[derive(Clone, PartialEq, Eq)]
 pub struct WebUi {
     pub listen: SocketAddr,
     pub tls_cert: String,
@@ -105,6 +107,39 @@ pub struct WebUi {
     pub session_max_hours: u64,
     pub tokens: Vec<TokenEntry>,
     pub limits: HttpLimits,
+    /// `webui.audit_max_entries`: audit records kept (the newest).
+    pub audit_max_entries: u64,
+}
+
+/// How `Debug` shows a secret: whether it is set, never its value.
+pub struct Redacted<'a>(pub &'a str);
+
+impl std::fmt::Debug for Redacted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_empty() {
+            "<empty>"
+        } else {
+            "<redacted>"
+        })
+    }
+}
+
+impl std::fmt::Debug for WebUi {
+    // metrics_token and auth_token are secrets; tokens print without their values.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebUi")
+            .field("listen", &self.listen)
+            .field("tls_cert", &self.tls_cert)
+            .field("tls_key", &self.tls_key)
+            .field("metrics_token", &Redacted(&self.metrics_token))
+            .field("auth_token", &Redacted(&self.auth_token))
+            .field("session_idle_minutes", &self.session_idle_minutes)
+            .field("session_max_hours", &self.session_max_hours)
+            .field("tokens", &self.tokens)
+            .field("limits", &self.limits)
+            .field("audit_max_entries", &self.audit_max_entries)
+            .finish()
+    }
 }
 
 /// Detector and response settings (`logs`, `files`, `thresholds`, `auto_response`, `checks`).
@@ -349,6 +384,13 @@ fn read_webui(root: &mut TableReader<'_>, errs: &mut Errors) -> WebUi {
     }
     let session_idle_minutes = w.int("session_idle_minutes", 30, 1, 7 * 24 * 60, errs) as u64;
     let session_max_hours = w.int("session_max_hours", 12, 1, 24 * 365, errs) as u64;
+    let audit_max_entries = w.int(
+        "audit_max_entries",
+        DEFAULT_AUDIT_MAX_ENTRIES as i64,
+        200,
+        100_000_000,
+        errs,
+    ) as u64;
 
     let mut tokens = Vec::new();
     let mut by_name: HashMap<String, String> = HashMap::new();
@@ -421,6 +463,7 @@ fn read_webui(root: &mut TableReader<'_>, errs: &mut Errors) -> WebUi {
         session_max_hours,
         tokens,
         limits,
+        audit_max_entries,
     }
 }
 
@@ -641,6 +684,42 @@ mod tests {
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].name, LEGACY_TOKEN_NAME);
         assert_eq!(t[0].scope, Scope::Admin);
+    }
+
+    #[test]
+    fn debug_of_the_whole_config_prints_no_secret() {
+        const M: &str = "mmmmmmmmmmmmmmmmmmmm-metrics";
+        const L: &str = "llllllllllllllllllll-legacy";
+        const HOOK: &str = "hook-secret-in-path-0123456789";
+        const USER: &str = "userinfo-secret";
+        let c = check(&format!(
+            "[webui]\nmetrics_token=\"{M}\"\nauth_token=\"{L}\"\n[[webui.tokens]]\nname=\"a\"\ntoken=\"{A}\"\nscope=\"admin\"\n[[webui.tokens]]\nname=\"b\"\ntoken=\"{B}\"\nscope=\"read\"\n[alerts.webhook]\nurl=\"https://{USER}:pw@hooks.example.com/{HOOK}?key={HOOK}\"\n"
+        ))
+        .unwrap();
+        assert!(c.alerts.webhook.is_some());
+        let printed = format!("{c:?} {c:#?} {:?}", c.effective_tokens());
+        for secret in [A, B, M, L, HOOK, USER] {
+            assert!(!printed.contains(secret), "{secret} printed: {printed}");
+        }
+        assert!(printed.contains("<redacted>"), "{printed}");
+        assert!(printed.contains("hooks.example.com"), "{printed}");
+    }
+
+    #[test]
+    fn audit_retention_is_configurable_within_bounds() {
+        assert_eq!(
+            check("").unwrap().webui.audit_max_entries,
+            DEFAULT_AUDIT_MAX_ENTRIES
+        );
+        assert_eq!(
+            check("[webui]\naudit_max_entries = 5000\n")
+                .unwrap()
+                .webui
+                .audit_max_entries,
+            5000
+        );
+        let e = check("[webui]\naudit_max_entries = 10\n").unwrap_err();
+        assert!(e[0].starts_with("webui.audit_max_entries"), "{e:?}");
     }
 
     #[test]

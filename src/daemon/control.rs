@@ -132,20 +132,19 @@ fn serve(conn: UnixStream, handler: &CommandFn) {
     let _ = writeln!(w, "{answer}");
 }
 
-/// Client side: sends one command, returns the answer.
+/// Client side: sends one command, returns the answer. Kept for callers of this path; the
+/// client is [`crate::cli::control::request`] (distinguishes "not running" from "not
+/// responding" and caps the answer), and new code should call it directly.
 pub fn request(path: &Path, command: &str, args: Value, timeout: Duration) -> io::Result<Value> {
-    let mut conn = UnixStream::connect(path)?;
-    conn.set_read_timeout(Some(timeout))?;
-    conn.set_write_timeout(Some(Duration::from_secs(5)))?;
-    let mut req = args;
-    if let Value::Object(m) = &mut req {
-        m.insert("command".into(), json!(command));
-    } else {
-        req = json!({ "command": command });
-    }
-    writeln!(conn, "{req}")?;
-    let mut line = String::new();
-    BufReader::new(conn).read_line(&mut line)?;
-    serde_json::from_str(&line)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+    crate::cli::control::request(path, command, args, timeout).map_err(|e| {
+        let kind = match &e {
+            crate::cli::control::ControlError::NotRunning { .. } => io::ErrorKind::NotFound,
+            crate::cli::control::ControlError::NotResponding { .. } => io::ErrorKind::TimedOut,
+            crate::cli::control::ControlError::PermissionDenied { .. } => {
+                io::ErrorKind::PermissionDenied
+            }
+            _ => io::ErrorKind::InvalidData,
+        };
+        io::Error::new(kind, e.to_string())
+    })
 }

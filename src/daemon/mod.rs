@@ -229,6 +229,8 @@ pub fn run(opts: Options) -> Result<(), String> {
     if let Some(a) = &alerts {
         a.shutdown(std::time::Duration::from_secs(2));
     }
+    // Audit records still waiting for the action-log writer are committed first.
+    app.audit.shutdown();
     store.close();
     log::info!("stopped");
     Ok(())

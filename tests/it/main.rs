@@ -3,6 +3,7 @@
 
 mod common;
 
+mod apisec;
 mod auth;
 mod authlog;
 mod data;
