@@ -224,7 +224,7 @@ pub fn run(opts: Options) -> Result<(), String> {
     let _ = http_thread.join();
     control.stop();
     collectors.stop();
-    jobs.shutdown();
+    jobs.shutdown(std::time::Duration::from_secs(3));
     engine.shutdown();
     if let Some(a) = &alerts {
         a.shutdown(std::time::Duration::from_secs(2));

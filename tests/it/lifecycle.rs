@@ -185,19 +185,12 @@ fn status_cli_matches_the_api_snapshot() {
     let mut d = Daemon::start("statuscli", "");
     // binary_hash appears once a background thread has hashed the executable; wait for it
     // so both snapshots below have the same keys.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while d
-        .get("/api/v1/status", READ)
-        .json()
-        .get("binary_hash")
-        .is_none()
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "binary_hash never set"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_until(120, "binary_hash", || {
+        d.get("/api/v1/status", READ)
+            .json()
+            .get("binary_hash")
+            .map(|_| ())
+    });
     let out = d.cli(&["status", "--json"]);
     assert!(
         out.status.success(),
