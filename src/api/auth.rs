@@ -276,7 +276,10 @@ mod tests {
             t.lookup("bbbbbbbbbbbbbbbb"),
             Some(("b".into(), Scope::Admin))
         );
-        assert_eq!(t.lookup("aaaaaaaaaaaaaaaa"), Some(("a".into(), Scope::Read)));
+        assert_eq!(
+            t.lookup("aaaaaaaaaaaaaaaa"),
+            Some(("a".into(), Scope::Read))
+        );
         assert!(!t.is_admin(&a), "demoted to read: no longer admin");
         assert!(t.is_admin(&token_id("bbbbbbbbbbbbbbbb")));
         assert!(!t.is_metrics("mmmmmmmmmmmmmmmm"));

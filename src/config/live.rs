@@ -170,7 +170,9 @@ mod tests {
         assert_eq!(live.restart_required(), ["webui.listen", "webui.limits.*"]);
         assert_eq!(live.hash(), b.hash);
         // Going back to the start-up value clears it: the running daemon has that value.
-        live.accept(Arc::new(cfg("[thresholds]\nauth_failures = 9\n[webui]\nlisten = \"127.0.0.1:1\"\n")));
+        live.accept(Arc::new(cfg(
+            "[thresholds]\nauth_failures = 9\n[webui]\nlisten = \"127.0.0.1:1\"\n",
+        )));
         assert!(live.restart_required().is_empty());
         live.refuse();
         assert_eq!(live.counts(), (2, 1));
