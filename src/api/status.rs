@@ -18,7 +18,11 @@ use super::App;
 
 /// Feature identifiers this build supports (only what works).
 pub fn capabilities_list(app: &App) -> Vec<&'static str> {
-    let mut caps = vec!["confd.dropins.v1", "status.queue_health.v1"];
+    let mut caps = vec![
+        "confd.dropins.v1",
+        "status.queue_health.v1",
+        "webhook.panel.v1",
+    ];
     if !app.services.events.is_closed() {
         caps.push("events.sse.v1");
     }
@@ -126,7 +130,7 @@ pub struct Snapshot<'a> {
     started_at_token: &'a str,
     pid: u32,
     capabilities: Vec<&'static str>,
-    config_hash: &'a str,
+    config_hash: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     binary_hash: Option<&'a str>,
     store: crate::store::StoreHealth,
@@ -178,7 +182,7 @@ pub fn snapshot(app: &App) -> Snapshot<'_> {
         started_at_token: &app.runtime.started_at_token,
         pid: app.runtime.pid,
         capabilities: capabilities_list(app),
-        config_hash: &app.cfg.hash,
+        config_hash: app.services.config.hash(),
         binary_hash: app.runtime.binary_hash.get().map(String::as_str),
         store: app.store.health(),
         security_posture: posture,
@@ -197,7 +201,7 @@ pub fn snapshot(app: &App) -> Snapshot<'_> {
             subscribers: app.services.events.subscribers(),
             max_subscribers: app.services.events.max_subscribers(),
         },
-        alerts: app.services.alerts.as_ref().map(|a| a.status()),
+        alerts: app.services.alerts.status(),
     }
 }
 
@@ -444,9 +448,10 @@ fn event_metrics(out: &mut String, app: &App) {
         "Event-stream subscriptions refused over the limit.",
         c.refused.load(Ordering::Relaxed),
     );
-    let Some(a) = &app.services.alerts else {
+    let a = &app.services.alerts;
+    if !a.enabled() {
         return;
-    };
+    }
     let c = a.counters();
     gauge(
         out,

@@ -87,6 +87,25 @@ pub fn restart_required(running: &Config, next: &Config) -> Vec<&'static str> {
         .collect()
 }
 
+/// The state directory a configuration names, read leniently: `svc reload` must reach the
+/// daemon to report errors even when the new configuration is invalid. Files that do not
+/// parse are skipped; `None` when no file names an absolute `state_path`.
+pub fn state_path_hint(main: &std::path::Path) -> Option<std::path::PathBuf> {
+    let mut files = vec![main.to_path_buf()];
+    files.extend(super::dropins(main));
+    let mut found = None;
+    for f in files {
+        if let Ok(t) = super::parse_file(&f) {
+            if let Some(toml::Value::String(p)) = t.get("state_path") {
+                if p.starts_with('/') {
+                    found = Some(std::path::PathBuf::from(p));
+                }
+            }
+        }
+    }
+    found
+}
+
 /// The configuration in effect, swapped as a whole by a reload.
 pub struct Live {
     started: Arc<Config>,
