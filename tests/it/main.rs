@@ -11,4 +11,6 @@ mod events;
 mod history;
 mod incidents;
 mod lifecycle;
+mod persist;
+mod reload;
 mod server;
