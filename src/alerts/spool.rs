@@ -47,6 +47,7 @@ pub struct Spool {
     resync: AtomicBool,
     wake_tx: Sender<()>,
     wake_rx: Receiver<()>,
+    logs: crate::lograte::LogLimiter,
 }
 
 impl Spool {
@@ -67,7 +68,9 @@ impl Spool {
             .register(ROW, health.clone())
             .map_err(|e| format!("{ROW}: {e:?}"))?;
         let (wake_tx, wake_rx) = bounded(1);
+        let logs = crate::lograte::LogLimiter::new(clock.clone(), Duration::from_secs(60), 8);
         let spool = Spool {
+            logs,
             store,
             clock,
             health,
@@ -107,18 +110,16 @@ impl Spool {
         &self.health
     }
 
+    /// Mirrors depth and age into the row. The record in delivery is the head (ids are in
+    /// order and the worker takes the oldest), so this looks at one or two entries.
     fn publish(&self, list: &VecDeque<(i64, Admitted)>) {
         let busy = self.in_flight.load(Ordering::Acquire);
-        let waiting = list.iter().filter(|(id, _)| *id != busy);
-        let mut n = 0u64;
-        let mut oldest = None;
-        for (_, s) in waiting {
-            n += 1;
-            if oldest.is_none() {
-                oldest = Some(*s);
-            }
-        }
-        self.health.set_waiting(n);
+        let busy_listed = busy != 0
+            && (list.front().is_some_and(|(id, _)| *id == busy)
+                || list.iter().any(|(id, _)| *id == busy));
+        let n = list.len() - usize::from(busy_listed);
+        let oldest = list.iter().find(|(id, _)| *id != busy).map(|(_, s)| *s);
+        self.health.set_waiting(n as u64);
         self.health.set_oldest_waiting(oldest);
     }
 
@@ -154,15 +155,22 @@ impl Spool {
         match result {
             Ok((id, evicted)) => {
                 let mut list = self.ids.lock();
-                list.retain(|(i, _)| !victims.contains(i));
+                for v in &victims {
+                    if let Some(pos) = list.iter().position(|(i, _)| i == v) {
+                        list.remove(pos);
+                    }
+                }
                 list.push_back((id, stamp));
                 self.publish(&list);
                 drop(list);
                 self.health.set_flag(Flag::SpoolIo, false);
                 if evicted > 0 {
                     self.health.record_losses(evicted as u64);
-                    log::warn!(
-                        "{ROW}: full ({} records): {evicted} oldest notification(s) dropped",
+                    crate::warn_limited!(
+                        self.logs,
+                        "spool_full",
+                        "",
+                        "{ROW}: full ({} records): the oldest notification(s) dropped for new ones",
                         self.capacity
                     );
                 }
@@ -174,25 +182,38 @@ impl Spool {
                 self.health.note_uncertain(Uncertain::Persistence);
                 self.resync.store(true, Ordering::Release);
                 let _ = self.wake_tx.try_send(());
-                log::warn!("{ROW}: spooling {describe} timed out; it may not be delivered");
+                crate::warn_limited!(
+                    self.logs,
+                    "spool_timeout",
+                    "",
+                    "{ROW}: spooling {describe} timed out; it may not be delivered"
+                );
                 false
             }
             Err(e) => {
                 self.health.set_flag(Flag::SpoolIo, true);
                 self.health.record_loss();
-                log::error!("{ROW}: cannot spool {describe}: {e}");
+                crate::warn_limited!(
+                    self.logs,
+                    "spool_error",
+                    "",
+                    "{ROW}: cannot spool {describe}: {e}"
+                );
                 false
             }
         }
     }
 
-    /// The oldest record (the next to deliver).
+    /// The oldest record (the next to deliver). An empty spool is answered from memory.
     pub fn head(&self) -> Result<Option<SpoolRecord>, StoreError> {
         if self.resync.swap(false, Ordering::AcqRel) {
             if let Err(e) = self.load_ids() {
                 self.resync.store(true, Ordering::Release);
                 return Err(e);
             }
+        }
+        if self.ids.lock().is_empty() {
+            return Ok(None);
         }
         let r = self.store.read(crate::store::spool::head);
         if r.is_err() {

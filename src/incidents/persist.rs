@@ -77,14 +77,68 @@ impl std::fmt::Display for PersistError {
 
 impl std::error::Error for PersistError {}
 
-/// Keys whose stored snapshot is out of date, each once, in the order they became so.
+/// Records of one kind, each key once, ordered by admission instant (oldest first).
+#[derive(Default)]
+struct Ordered {
+    seq: u64,
+    by_age: BTreeMap<(Admitted, u64), IncKey>,
+    at: HashMap<IncKey, (Admitted, u64)>,
+}
+
+impl Ordered {
+    fn len(&self) -> usize {
+        self.at.len()
+    }
+
+    fn contains(&self, key: &IncKey) -> bool {
+        self.at.contains_key(key)
+    }
+
+    fn oldest(&self) -> Option<Admitted> {
+        self.by_age.first_key_value().map(|((a, _), _)| *a)
+    }
+
+    /// Inserts `key`, or keeps one record with the older admission instant.
+    fn insert(&mut self, key: &IncKey, stamp: Admitted) {
+        if let Some(&(old, seq)) = self.at.get(key) {
+            if stamp < old {
+                self.by_age.remove(&(old, seq));
+                self.by_age.insert((stamp, seq), key.clone());
+                self.at.insert(key.clone(), (stamp, seq));
+            }
+            return;
+        }
+        self.seq += 1;
+        self.by_age.insert((stamp, self.seq), key.clone());
+        self.at.insert(key.clone(), (stamp, self.seq));
+    }
+
+    fn remove(&mut self, key: &IncKey) -> Option<Admitted> {
+        let (stamp, seq) = self.at.remove(key)?;
+        self.by_age.remove(&(stamp, seq));
+        Some(stamp)
+    }
+
+    fn pop_oldest(&mut self) -> Option<IncKey> {
+        let (_, key) = self.by_age.pop_first()?;
+        self.at.remove(&key);
+        Some(key)
+    }
+
+    fn take(&mut self) -> Vec<(IncKey, Admitted)> {
+        self.at.clear();
+        std::mem::take(&mut self.by_age)
+            .into_iter()
+            .map(|((a, _), k)| (k, a))
+            .collect()
+    }
+}
+
+/// Keys whose stored snapshot is out of date, each once.
 #[derive(Default)]
 pub(super) struct Pending {
-    seq: u64,
-    waiting: BTreeMap<u64, (IncKey, Admitted)>,
-    waiting_at: HashMap<IncKey, u64>,
-    deferred: BTreeMap<u64, (IncKey, Admitted)>,
-    deferred_at: HashMap<IncKey, u64>,
+    waiting: Ordered,
+    deferred: Ordered,
 }
 
 /// Records a batch took, to put back when its commit fails.
@@ -95,30 +149,14 @@ pub(super) struct Taken {
 }
 
 impl Pending {
-    fn next_seq(&mut self) -> u64 {
-        self.seq += 1;
-        self.seq
-    }
-
     /// The snapshot of `key` must be written: one waiting record (coalesced, keeping the
     /// older admission instant). A deferred record of the key joins it.
     pub(super) fn mark_waiting(&mut self, key: &IncKey, stamp: Admitted) {
-        let stamp = match self.deferred_at.remove(key) {
-            Some(seq) => self
-                .deferred
-                .remove(&seq)
-                .map_or(stamp, |(_, s)| s.older(stamp)),
+        let stamp = match self.deferred.remove(key) {
+            Some(s) => s.older(stamp),
             None => stamp,
         };
-        if let Some(seq) = self.waiting_at.get(key) {
-            if let Some(entry) = self.waiting.get_mut(seq) {
-                entry.1 = entry.1.older(stamp);
-            }
-            return;
-        }
-        let seq = self.next_seq();
-        self.waiting.insert(seq, (key.clone(), stamp));
-        self.waiting_at.insert(key.clone(), seq);
+        self.waiting.insert(key, stamp);
     }
 
     /// Deferred bookkeeping for `key`: a repeat that only counts, or (`demote`) its removal
@@ -126,48 +164,31 @@ impl Pending {
     /// waiting otherwise stays waiting. Returns true when the deferred set overflowed and
     /// dropped its oldest record.
     pub(super) fn mark_deferred(&mut self, key: &IncKey, stamp: Admitted, demote: bool) -> bool {
-        let stamp = if self.waiting_at.contains_key(key) {
+        let stamp = if self.waiting.contains(key) {
             if !demote {
                 return false;
             }
-            let seq = self.waiting_at.remove(key).unwrap_or_default();
-            self.waiting
-                .remove(&seq)
-                .map_or(stamp, |(_, s)| s.older(stamp))
+            self.waiting.remove(key).map_or(stamp, |s| s.older(stamp))
         } else {
             stamp
         };
-        if let Some(seq) = self.deferred_at.get(key) {
-            if let Some(entry) = self.deferred.get_mut(seq) {
-                entry.1 = entry.1.older(stamp);
-            }
-            return false;
-        }
-        let seq = self.next_seq();
-        self.deferred.insert(seq, (key.clone(), stamp));
-        self.deferred_at.insert(key.clone(), seq);
+        self.deferred.insert(key, stamp);
         if self.deferred.len() > MAX_DEFERRED {
-            if let Some((_, (old, _))) = self.deferred.pop_first() {
-                self.deferred_at.remove(&old);
-            }
+            self.deferred.pop_oldest();
             return true;
         }
         false
     }
 
     fn take(&mut self, with_deferred: bool) -> Taken {
-        let mut t = Taken::default();
-        for (_, e) in std::mem::take(&mut self.waiting) {
-            t.waiting.push(e);
+        Taken {
+            waiting: self.waiting.take(),
+            deferred: if with_deferred {
+                self.deferred.take()
+            } else {
+                Vec::new()
+            },
         }
-        self.waiting_at.clear();
-        if with_deferred {
-            for (_, e) in std::mem::take(&mut self.deferred) {
-                t.deferred.push(e);
-            }
-            self.deferred_at.clear();
-        }
-        t
     }
 
     /// Puts back what a failed batch took (records marked meanwhile keep their place and
@@ -262,11 +283,9 @@ impl Persist {
     /// Mirrors the pending sets into the rows (atomics only).
     pub(super) fn publish(&self, p: &Pending) {
         self.waiting.set_waiting(p.waiting.len() as u64);
-        self.waiting
-            .set_oldest_waiting(p.waiting.values().map(|e| e.1).min());
+        self.waiting.set_oldest_waiting(p.waiting.oldest());
         self.deferred.set_waiting(p.deferred.len() as u64);
-        self.deferred
-            .set_oldest_waiting(p.deferred.values().map(|e| e.1).min());
+        self.deferred.set_oldest_waiting(p.deferred.oldest());
     }
 
     pub(super) fn record_deferred_overflow(&self) {
