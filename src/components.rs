@@ -82,6 +82,11 @@ impl Components {
         c
     }
 
+    /// Removes a component (a collector a configuration reload turned off).
+    pub fn remove(&self, name: &str) {
+        self.by_name.write().remove(name);
+    }
+
     pub fn rows(&self) -> Vec<ComponentRow> {
         self.by_name.read().iter().map(|(n, c)| c.row(n)).collect()
     }

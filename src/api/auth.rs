@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::Mutex;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -53,52 +55,94 @@ impl Caller {
 }
 
 struct Known {
-    digest: [u8; 32],
+    digest: TokenId,
     name: String,
     scope: Scope,
 }
 
-/// Token lookup. Values are kept only as SHA-256 digests and compared in constant time
-/// against every configured token (no early exit, no length leak).
-pub struct Tokens {
-    known: Vec<Known>,
-    metrics: Option<[u8; 32]>,
+/// SHA-256 of a token value: how a token is known in memory (and which token created a
+/// browser session), never the value itself.
+pub type TokenId = [u8; 32];
+
+/// The SHA-256 digest of a presented or configured token.
+pub fn token_id(token: &str) -> TokenId {
+    Sha256::digest(token.as_bytes()).into()
 }
 
-fn digest(s: &str) -> [u8; 32] {
-    Sha256::digest(s.as_bytes()).into()
+/// One configured set of credentials.
+struct TokenSet {
+    known: Vec<Known>,
+    metrics: Option<TokenId>,
+}
+
+/// Token lookup. Values are kept only as SHA-256 digests and compared in constant time
+/// against every configured token (no early exit, no length leak).
+///
+/// The set is swapped as a whole by [`Tokens::replace`] (configuration reload): a lookup
+/// sees either the old or the new set, never a mix, and route handlers take no lock beyond
+/// the short read of the current set.
+pub struct Tokens {
+    set: RwLock<Arc<TokenSet>>,
+}
+
+fn build_set(tokens: &[TokenEntry], metrics_token: &str) -> TokenSet {
+    TokenSet {
+        known: tokens
+            .iter()
+            .map(|t| Known {
+                digest: token_id(&t.token),
+                name: t.name.clone(),
+                scope: t.scope,
+            })
+            .collect(),
+        metrics: (!metrics_token.is_empty()).then(|| token_id(metrics_token)),
+    }
 }
 
 impl Tokens {
     pub fn new(tokens: &[TokenEntry], metrics_token: &str) -> Tokens {
         Tokens {
-            known: tokens
-                .iter()
-                .map(|t| Known {
-                    digest: digest(&t.token),
-                    name: t.name.clone(),
-                    scope: t.scope,
-                })
-                .collect(),
-            metrics: (!metrics_token.is_empty()).then(|| digest(metrics_token)),
+            set: RwLock::new(Arc::new(build_set(tokens, metrics_token))),
         }
+    }
+
+    /// Replaces every credential at once (configuration reload).
+    pub fn replace(&self, tokens: &[TokenEntry], metrics_token: &str) {
+        let next = Arc::new(build_set(tokens, metrics_token));
+        *self.set.write() = next;
+    }
+
+    fn current(&self) -> Arc<TokenSet> {
+        self.set.read().clone()
     }
 
     /// The entry a presented API token belongs to.
     pub fn lookup(&self, presented: &str) -> Option<(String, Scope)> {
-        let d = digest(presented);
+        let d = token_id(presented);
+        let set = self.current();
         let mut found: Option<usize> = None;
-        for (i, k) in self.known.iter().enumerate() {
+        for (i, k) in set.known.iter().enumerate() {
             if bool::from(k.digest.ct_eq(&d)) {
                 found = Some(i);
             }
         }
-        found.map(|i| (self.known[i].name.clone(), self.known[i].scope))
+        found.map(|i| (set.known[i].name.clone(), set.known[i].scope))
+    }
+
+    /// Whether `id` is a configured admin token now (sessions it created stay valid only
+    /// while it is).
+    pub fn is_admin(&self, id: &TokenId) -> bool {
+        let set = self.current();
+        let mut found = false;
+        for k in &set.known {
+            found |= bool::from(k.digest.ct_eq(id)) && k.scope == Scope::Admin;
+        }
+        found
     }
 
     pub fn is_metrics(&self, presented: &str) -> bool {
-        match &self.metrics {
-            Some(m) => bool::from(m.ct_eq(&digest(presented))),
+        match &self.current().metrics {
+            Some(m) => bool::from(m.ct_eq(&token_id(presented))),
             None => false,
         }
     }
@@ -448,6 +492,38 @@ mod tests {
         assert!(t.is_metrics("mmmmmmmmmmmmmmmm"));
         assert!(!t.is_metrics("aaaaaaaaaaaaaaaa"));
         assert_eq!(t.lookup(""), None);
+    }
+
+    #[test]
+    fn replace_swaps_every_credential_at_once() {
+        let t = Tokens::new(
+            &[entry("a", "aaaaaaaaaaaaaaaa", Scope::Admin)],
+            "mmmmmmmmmmmmmmmm",
+        );
+        let a = token_id("aaaaaaaaaaaaaaaa");
+        assert!(t.is_admin(&a));
+        t.replace(
+            &[
+                entry("b", "bbbbbbbbbbbbbbbb", Scope::Admin),
+                entry("a", "aaaaaaaaaaaaaaaa", Scope::Read),
+            ],
+            "nnnnnnnnnnnnnnnn",
+        );
+        assert_eq!(
+            t.lookup("bbbbbbbbbbbbbbbb"),
+            Some(("b".into(), Scope::Admin))
+        );
+        assert_eq!(
+            t.lookup("aaaaaaaaaaaaaaaa"),
+            Some(("a".into(), Scope::Read))
+        );
+        assert!(!t.is_admin(&a), "demoted to read: no longer admin");
+        assert!(t.is_admin(&token_id("bbbbbbbbbbbbbbbb")));
+        assert!(!t.is_metrics("mmmmmmmmmmmmmmmm"));
+        assert!(t.is_metrics("nnnnnnnnnnnnnnnn"));
+        t.replace(&[], "");
+        assert_eq!(t.lookup("bbbbbbbbbbbbbbbb"), None);
+        assert!(!t.is_metrics("nnnnnnnnnnnnnnnn"));
     }
 
     #[test]

@@ -17,6 +17,8 @@ pub const CAPABILITIES: &[&str] = &[
     "events.sse.v1",
     // `status.queues` protection-queue rows (queue/).
     "status.queue_health.v1",
+    // Durable webhook spool, replayed after a restart (alerts/spool.rs, `panel.spool`).
+    "webhook.panel.v1",
 ];
 
 /// Every identifier the specification names (Versioning 2). A capability outside this

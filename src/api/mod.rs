@@ -57,8 +57,10 @@ pub struct Services {
     pub suppressions: Arc<crate::findings::suppress::Suppressions>,
     /// The live event stream (`/api/v1/events`).
     pub events: crate::events::EventBus,
-    /// Alerts; `None` when no notifier is configured.
-    pub alerts: Option<Arc<crate::alerts::Alerts>>,
+    /// Alerts (active while a notifier is configured).
+    pub alerts: Arc<crate::alerts::Alerts>,
+    /// The configuration in effect (changed by a reload; `App::cfg` is the start-up one).
+    pub config: Arc<crate::config::Live>,
 }
 
 pub use router::{Access, Route, ROUTES};

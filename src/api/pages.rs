@@ -73,7 +73,8 @@ pub fn login(app: &App, req: &Request, _c: &Caller) -> Response {
     match app.tokens.lookup(token.trim()) {
         Some((name, Scope::Admin)) => {
             let ua = req.header("user-agent").unwrap_or("");
-            match app.sessions.create(&name, &ip, ua) {
+            let creator = super::auth::token_id(token.trim());
+            match app.sessions.create(&name, creator, &ip, ua) {
                 Ok((secret, _)) => {
                     audit(&name, "ok");
                     super::router::redirect("/").with_header(

@@ -18,6 +18,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use super::auth::TokenId;
 use crate::clock::SharedClock;
 use crate::store::{Store, StoreError};
 
@@ -34,6 +35,9 @@ struct Session {
     last_persisted: Timestamp,
     remote_ip: String,
     user_agent: String,
+    /// Digest of the admin token that created the session: a reload that removes (or
+    /// demotes) that token ends the session.
+    creator: TokenId,
 }
 
 /// One row of `GET /api/v1/sessions`.
@@ -148,10 +152,12 @@ impl Sessions {
         idle_end.min(abs_end)
     }
 
-    /// Creates a session for `name`; returns the cookie secret. The row is committed first.
+    /// Creates a session for `name`, created by the admin token `creator`; returns the
+    /// cookie secret. The row is committed first.
     pub fn create(
         &self,
         name: &str,
+        creator: TokenId,
         remote_ip: &str,
         user_agent: &str,
     ) -> Result<(String, Authenticated), StoreError> {
@@ -171,6 +177,7 @@ impl Sessions {
             last_persisted: now,
             remote_ip: remote_ip.to_string(),
             user_agent: ua,
+            creator,
         };
         let v = verifier(&secret);
         let row = s.clone();
@@ -321,6 +328,31 @@ impl Sessions {
         Ok(n)
     }
 
+    /// Ends every session whose creating token `still_valid` rejects (configuration reload:
+    /// the token was removed or is no longer admin). Each goes through [`Sessions::revoke`],
+    /// so it ends exactly as a revocation does. Returns how many ended.
+    pub fn end_created_by(
+        &self,
+        still_valid: impl Fn(&TokenId) -> bool,
+    ) -> Result<usize, StoreError> {
+        let ids: Vec<String> = self
+            .inner
+            .table
+            .lock()
+            .by_verifier
+            .values()
+            .filter(|s| !still_valid(&s.creator))
+            .map(|s| s.id.clone())
+            .collect();
+        let mut n = 0;
+        for id in ids {
+            if self.revoke(&id)? {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
     pub fn count(&self) -> usize {
         self.inner.table.lock().len()
     }
@@ -366,7 +398,7 @@ mod tests {
     #[test]
     fn idle_deadline_ends_session() {
         let (s, clock, store, dir) = setup("idle");
-        let (secret, _) = s.create("admin", "127.0.0.1", "ua").unwrap();
+        let (secret, _) = s.create("admin", [1; 32], "127.0.0.1", "ua").unwrap();
         assert_eq!(rows(&store), 1);
         clock.advance_secs(29 * 60);
         assert!(
@@ -387,7 +419,7 @@ mod tests {
     #[test]
     fn absolute_deadline_ends_active_session() {
         let (s, clock, store, dir) = setup("abs");
-        let (secret, _) = s.create("admin", "127.0.0.1", "ua").unwrap();
+        let (secret, _) = s.create("admin", [1; 32], "127.0.0.1", "ua").unwrap();
         for _ in 0..(12 * 3) {
             clock.advance_secs(20 * 60);
             if s.authenticate(&secret).is_none() {
@@ -404,7 +436,7 @@ mod tests {
     #[test]
     fn keep_alive_is_activity_and_ends_with_the_session() {
         let (s, clock, store, dir) = setup("keepalive");
-        let (secret, a) = s.create("admin", "127.0.0.1", "ua").unwrap();
+        let (secret, a) = s.create("admin", [1; 32], "127.0.0.1", "ua").unwrap();
         // A stream keeps the session past its idle deadline...
         for _ in 0..4 {
             clock.advance_secs(20 * 60);
@@ -423,11 +455,11 @@ mod tests {
         assert!(ended, "absolute deadline ends a kept-alive session");
         assert!(s.authenticate(&secret).is_none());
         // Revocation ends it at once.
-        let (_, b) = s.create("admin", "127.0.0.1", "ua").unwrap();
+        let (_, b) = s.create("admin", [1; 32], "127.0.0.1", "ua").unwrap();
         assert!(s.keep_alive(&b.id));
         assert!(s.revoke(&b.id).unwrap());
         assert!(!s.keep_alive(&b.id));
-        let (_, c) = s.create("admin", "127.0.0.1", "ua").unwrap();
+        let (_, c) = s.create("admin", [1; 32], "127.0.0.1", "ua").unwrap();
         s.revoke_all().unwrap();
         assert!(!s.keep_alive(&c.id));
         assert!(!s.keep_alive("unknown"));
@@ -436,10 +468,26 @@ mod tests {
     }
 
     #[test]
+    fn sessions_end_with_the_token_that_created_them() {
+        let (s, _clock, store, dir) = setup("creator");
+        let (a1, _) = s.create("a", [1; 32], "127.0.0.1", "ua").unwrap();
+        let (a2, _) = s.create("a", [1; 32], "127.0.0.1", "ua").unwrap();
+        let (b, _) = s.create("b", [2; 32], "127.0.0.1", "ua").unwrap();
+        assert_eq!(s.end_created_by(|id| *id != [1; 32]).unwrap(), 2);
+        assert!(s.authenticate(&a1).is_none());
+        assert!(s.authenticate(&a2).is_none());
+        assert!(s.authenticate(&b).is_some());
+        assert_eq!(rows(&store), 1);
+        assert_eq!(s.end_created_by(|_| true).unwrap(), 0);
+        store.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
     fn revoke_is_durable_and_unknown_ids_are_false() {
         let (s, _clock, store, dir) = setup("revoke");
-        let (secret, a) = s.create("admin", "127.0.0.1", "ua").unwrap();
-        let (secret2, _) = s.create("admin", "127.0.0.1", "ua").unwrap();
+        let (secret, a) = s.create("admin", [1; 32], "127.0.0.1", "ua").unwrap();
+        let (secret2, _) = s.create("admin", [1; 32], "127.0.0.1", "ua").unwrap();
         assert_eq!(s.list(Some(&a.id)).iter().filter(|v| v.current).count(), 1);
         assert!(!s.revoke("nope").unwrap());
         assert!(!s.revoke(&"0".repeat(32)).unwrap());

@@ -117,7 +117,7 @@ pub struct Snapshot<'a> {
     started_at_token: &'a str,
     pid: u32,
     capabilities: &'static [&'static str],
-    config_hash: &'a str,
+    config_hash: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     binary_hash: Option<&'a str>,
     store: crate::store::StoreHealth,
@@ -169,7 +169,7 @@ pub fn snapshot(app: &App) -> Snapshot<'_> {
         started_at_token: &app.runtime.started_at_token,
         pid: app.runtime.pid,
         capabilities: super::capabilities::CAPABILITIES,
-        config_hash: &app.cfg.hash,
+        config_hash: app.services.config.hash(),
         binary_hash: app.runtime.binary_hash.get().map(String::as_str),
         store: app.store.health(),
         security_posture: posture,
@@ -188,7 +188,7 @@ pub fn snapshot(app: &App) -> Snapshot<'_> {
             subscribers: app.services.events.subscribers(),
             max_subscribers: app.services.events.max_subscribers(),
         },
-        alerts: app.services.alerts.as_ref().map(|a| a.status()),
+        alerts: app.services.alerts.status(),
     }
 }
 
@@ -456,9 +456,10 @@ fn event_metrics(out: &mut String, app: &App) {
         "Event-stream subscriptions refused over the limit.",
         c.refused.load(Ordering::Relaxed),
     );
-    let Some(a) = &app.services.alerts else {
+    let a = &app.services.alerts;
+    if !a.enabled() {
         return;
-    };
+    }
     let c = a.counters();
     gauge(
         out,

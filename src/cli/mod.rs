@@ -3,6 +3,7 @@
 pub mod check;
 pub mod control;
 pub mod doctor;
+pub mod reload;
 pub mod status;
 pub mod validate;
 
@@ -39,6 +40,19 @@ pub static SUBCOMMANDS: &[Subcommand] = &[
         name: "validate",
         summary: "check the configuration; one line per error, naming the key",
         flags: &[CONFIG_FLAG, HELP_FLAG],
+    },
+    Subcommand {
+        name: "reload",
+        summary: "make the running daemon re-read its configuration (as SIGHUP; systemd ExecReload); errors print like validate, exit 1",
+        flags: &[
+            ("--json", "print the daemon's answer as JSON"),
+            CONFIG_FLAG,
+            (
+                "--dev",
+                "talk to a daemon started with --dev in this directory",
+            ),
+            HELP_FLAG,
+        ],
     },
     Subcommand {
         name: "status",
@@ -213,6 +227,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
             }
         }
         "validate" => validate::run(&flags),
+        "reload" => reload::run(&flags),
         "status" => status::run(&flags),
         "doctor" => doctor::run(&flags),
         "check" => check::run(&flags),

@@ -8,6 +8,7 @@
 
 pub mod alerts;
 pub mod geoip;
+pub mod live;
 mod merge;
 pub mod migrate;
 mod reader;
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+pub use live::Live;
 pub use reader::ConfigError;
 use reader::{Errors, TableReader};
 

@@ -9,8 +9,10 @@
 pub mod data;
 pub mod findings;
 pub mod history;
+pub mod incidents;
 pub mod quarantine;
 mod schema;
+pub mod spool;
 pub mod suppressions;
 
 use std::any::Any;

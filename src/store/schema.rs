@@ -183,6 +183,28 @@ const MIGRATIONS: &[&str] = &[
         INSERT INTO history_fts(rowid, check_name, message, details, account, ip, path)
         VALUES (NEW.id, NEW.check_name, NEW.message, NEW.details, NEW.account, NEW.ip, NEW.path);
     END;",
+    // 6: incident snapshots (see store/incidents.rs), written by the incidents' ordered
+    // writer and restored at start.
+    "CREATE TABLE incident_snapshots (
+        kind TEXT NOT NULL,
+        key TEXT NOT NULL,
+        id INTEGER NOT NULL,
+        severity INTEGER NOT NULL,
+        first_seen INTEGER NOT NULL,
+        last_seen INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        checks TEXT NOT NULL,
+        accounts TEXT NOT NULL,
+        contained INTEGER NOT NULL,
+        PRIMARY KEY (kind, key)
+    ) WITHOUT ROWID;",
+    // 7: the durable webhook queue (`panel.spool`, see store/spool.rs).
+    "CREATE TABLE webhook_spool (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        created INTEGER NOT NULL,
+        describe TEXT NOT NULL,
+        body BLOB NOT NULL
+    );",
 ];
 
 /// Applies pending migrations.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::analyzer::{Analyzer, Restored};
-use super::authlog::{AuthDetector, AuthThresholds, Tailer};
+use super::authlog::{AuthDetector, AuthThresholds, SharedThresholds, Tailer};
 use super::files::{BackendChoice, FileEvent, FileWatcher, WatchOptions};
 use crate::api::App;
 use crate::clock::SharedClock;
@@ -33,6 +33,8 @@ pub struct Collectors {
     _rows: Vec<RowHandle>,
     /// Files restored from quarantine (shared with the restore command).
     pub restored: Arc<Restored>,
+    /// Thresholds of the running auth-log detector (configuration reload sets them).
+    pub auth_thresholds: Option<Arc<SharedThresholds>>,
 }
 
 impl Collectors {
@@ -51,6 +53,8 @@ impl Collectors {
 }
 
 /// Starts the file watcher with its analyzer and the authentication-log watcher.
+/// `restored` is shared with the quarantine restore command (and kept across a restart of
+/// the collectors by a configuration reload).
 pub fn start_collectors(
     cfg: &Config,
     clock: SharedClock,
@@ -58,6 +62,7 @@ pub fn start_collectors(
     registry: &Arc<Registry>,
     components: &Arc<Components>,
     store: &Store,
+    restored: Arc<Restored>,
 ) -> Result<Collectors, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut c = Collectors {
@@ -66,7 +71,8 @@ pub fn start_collectors(
         file_watcher: None,
         queues: Vec::new(),
         _rows: Vec::new(),
-        restored: Arc::new(Restored::load(store)),
+        restored,
+        auth_thresholds: None,
     };
     let e = &cfg.engine;
 
@@ -181,6 +187,7 @@ pub fn start_collectors(
                 .join(", "),
         );
         let mut detector = AuthDetector::new(thresholds, clock.clone());
+        c.auth_thresholds = Some(detector.shared_thresholds());
         let mut tailers = Vec::new();
         for path in &e.auth_logs {
             let source = checkpoint_source(path);
@@ -299,8 +306,9 @@ fn auth_loop(
     clock: SharedClock,
     stop: Arc<AtomicBool>,
 ) {
-    let window_nanos = (detector.thresholds().window_secs as i64).saturating_mul(1_000_000_000);
     while !stop.load(Ordering::SeqCst) {
+        // Read each turn: a configuration reload may change the window.
+        let window_nanos = (detector.thresholds().window_secs as i64).saturating_mul(1_000_000_000);
         let mut more = false;
         let mut any_attached = false;
         let mut io_error = false;

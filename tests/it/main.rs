@@ -12,4 +12,6 @@ mod events;
 mod history;
 mod incidents;
 mod lifecycle;
+mod persist;
+mod reload;
 mod server;

@@ -36,4 +36,4 @@ pub use run::{
     DEFAULT_AUTH_LOG_PATHS,
 };
 pub use tail::{PollStats, Tailer, TailerTotals, MAX_BYTES_PER_POLL, MAX_LINE_BYTES};
-pub use thresholds::{AuthThresholds, ThresholdError, CONFIG_KEYS};
+pub use thresholds::{AuthThresholds, SharedThresholds, ThresholdError, CONFIG_KEYS};

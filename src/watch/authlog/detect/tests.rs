@@ -303,3 +303,27 @@ fn random_events_never_panic_and_stay_bounded() {
     assert!(st.addresses_tracked <= 64 && st.known_logins <= 32);
     assert!(n > 0);
 }
+
+#[test]
+fn shared_thresholds_apply_before_the_next_event_keeping_open_windows() {
+    let mut r = Rig::new(AuthThresholds::default());
+    let shared = r.det.shared_thresholds();
+    for i in 0..3 {
+        r.line(&failed("198.51.100.4", 1000 + i, "root"));
+    }
+    assert!(r.out.is_empty(), "3 of 5");
+    shared.set(AuthThresholds {
+        failures: 4,
+        ..AuthThresholds::default()
+    });
+    r.line(&failed("198.51.100.4", 2000, "root"));
+    assert_eq!(r.checks(), ["ssh_bruteforce"], "the open window counted on");
+    assert_eq!(r.det.thresholds().failures, 4);
+    // Out-of-range values are forced into range, never disabling the detector.
+    shared.set(AuthThresholds {
+        failures: 0,
+        ..AuthThresholds::default()
+    });
+    r.det.maintain();
+    assert_eq!(r.det.thresholds().failures, 1);
+}
