@@ -191,6 +191,7 @@ pub fn run(opts: Options) -> Result<(), String> {
 
     let control = {
         let app = app.clone();
+        let quarantine = collectors.quarantine_control(store.clone(), app.clock.clone());
         let handler: Arc<control::CommandFn> = Arc::new(move |cmd: &str, args: &Value| match cmd {
             "status" => Some(json!({ "snapshot": app.status_snapshot() })),
             "doctor" => Some(doctor::report(&app)),
@@ -198,7 +199,7 @@ pub fn run(opts: Options) -> Result<(), String> {
             "ping" => Some(json!({ "ok": true })),
             #[cfg(feature = "bench")]
             "bench.inject" => Some(bench::inject(&app, args)),
-            _ => crate::watch::control_command(&app, cmd, args),
+            _ => crate::watch::control_command(&quarantine, cmd, args),
         });
         control::ControlServer::start(&cfg.socket_path(), handler)
             .map_err(|e| format!("control socket {}: {e}", cfg.socket_path().display()))?

@@ -1134,6 +1134,13 @@ pub fn move_file(
                     what: "was replaced while being moved",
                 });
             }
+            // Durability of both directory entries; the move itself has happened, so a
+            // failure here is reported in the log, not as a failed move.
+            for d in [to, from] {
+                if let Err(e) = d.sync() {
+                    log::warn!("{e}");
+                }
+            }
             Ok(Moved {
                 method: MoveMethod::Rename,
                 before,
