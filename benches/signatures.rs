@@ -11,6 +11,11 @@
 //! `--summary` writes `key=value` lines. The corpus is reused when it already exists with the
 //! same file count.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "test and benchmark fixtures are built with plain std::fs calls, as an attacker would"
+)]
+
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 

@@ -65,7 +65,7 @@ fn load_config(opts: &Options) -> Result<(Config, Option<dev::DevTokens>), Strin
 }
 
 fn hash_file(path: &Path) -> std::io::Result<String> {
-    let mut f = std::fs::File::open(path)?;
+    let mut f = crate::fsutil::open_daemon_file(path)?;
     let mut h = Sha256::new();
     std::io::copy(&mut f, &mut h)?;
     Ok(hex::encode(h.finalize()))

@@ -273,7 +273,7 @@ fn replay_window(
     use std::io::{Read, Seek, SeekFrom};
     use std::os::unix::fs::MetadataExt;
     const MAX_REPLAY: u64 = 64 * 1024 * 1024;
-    let Ok(mut f) = std::fs::File::open(path) else {
+    let Ok(mut f) = crate::fsutil::open_daemon_file(path) else {
         return 0;
     };
     let Ok(md) = f.metadata() else { return 0 };
