@@ -259,7 +259,10 @@ impl Analyzer {
         let record = match self.quarantine.quarantine(path, &id) {
             Ok(r) => r,
             Err(e) => {
-                log::error!("quarantine: cannot move {}: {e}", path.display());
+                log::error!(
+                    "quarantine: cannot move {}: {e}",
+                    crate::text::escape_path(path)
+                );
                 self.counters
                     .quarantine_failures
                     .fetch_add(1, Ordering::Relaxed);
@@ -282,12 +285,15 @@ impl Analyzer {
             // The file is safe in quarantine; its record is in the log so it can be restored.
             log::error!(
                 "quarantine: {} moved as {id} but its record was not stored: {e}; record: {}",
-                path.display(),
-                serde_json::to_string(&record).unwrap_or_default()
+                crate::text::escape_path(path),
+                crate::text::escape_controls(&serde_json::to_string(&record).unwrap_or_default())
             );
         }
         self.counters.quarantined.fetch_add(1, Ordering::Relaxed);
-        log::warn!("quarantined {} as {id} ({rule})", path.display());
+        log::warn!(
+            "quarantined {} as {id} ({rule})",
+            crate::text::escape_path(path)
+        );
         Some(id)
     }
 }
