@@ -256,11 +256,34 @@ pub struct Quarantine {
     dir: PathBuf,
     roots: Vec<PathBuf>,
     /// Runs in `restore` after the file is in place and before the check of the path
-    /// (tests swap a directory there).
-    #[cfg(test)]
+    /// (tests swap a directory there). Never present in release builds.
+    #[cfg(any(test, debug_assertions))]
     after_move: Option<Hook>,
-    #[cfg(not(test))]
+    #[cfg(not(any(test, debug_assertions)))]
     _no_hook: std::marker::PhantomData<Hook>,
+}
+
+/// Debug builds only (integration tests run them): with `SVC_TEST_RESTORE_PAUSE=<base>` in
+/// the daemon's environment, a restore writes `<base>.reached` once the file is in place and
+/// waits (at most 30 s) for `<base>.go` before checking the path again, so a test can swap a
+/// directory in exactly that window. Compiled out of release builds.
+#[cfg(debug_assertions)]
+fn env_pause_hook() -> Option<Hook> {
+    let base = PathBuf::from(std::env::var_os("SVC_TEST_RESTORE_PAUSE")?);
+    Some(std::sync::Arc::new(move || {
+        let reached = base.with_extension("reached");
+        let go = base.with_extension("go");
+        if let Err(e) = crate::fsutil::write_atomic(&reached, b"", 0o600, None) {
+            log::warn!("SVC_TEST_RESTORE_PAUSE: {e}");
+            return;
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !go.exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let _ = crate::fsutil::remove_daemon_file(&go);
+        let _ = crate::fsutil::remove_daemon_file(&reached);
+    }))
 }
 
 impl std::fmt::Debug for Quarantine {
@@ -278,9 +301,11 @@ impl Quarantine {
         Quarantine {
             dir,
             roots,
-            #[cfg(test)]
+            #[cfg(all(test, not(debug_assertions)))]
             after_move: None,
-            #[cfg(not(test))]
+            #[cfg(debug_assertions)]
+            after_move: env_pause_hook(),
+            #[cfg(not(any(test, debug_assertions)))]
             _no_hook: std::marker::PhantomData,
         }
     }
@@ -492,7 +517,7 @@ impl Quarantine {
                     });
                 }
             };
-        #[cfg(test)]
+        #[cfg(any(test, debug_assertions))]
         if let Some(hook) = &self.after_move {
             hook();
         }
@@ -522,13 +547,15 @@ impl Quarantine {
                 Ok(b) => {
                     let _ = lock_down(&b.file);
                     descent.remove_created();
-                    "the file was put back into quarantine"
+                    "the file was put back into quarantine".to_string()
                 }
                 Err(be) => {
+                    // Typically the file was moved on meanwhile (by the same user, or by the
+                    // file watcher quarantining it again where it saw it appear).
                     log::error!(
                         "quarantine: restoring {shown} was interrupted by a swapped directory and the file could not be taken back: {be}"
                     );
-                    "the file could not be taken back into quarantine"
+                    format!("the file could not be taken back into quarantine ({be})")
                 }
             };
             return Err(io::Error::new(

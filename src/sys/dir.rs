@@ -630,6 +630,11 @@ impl Dir {
             Errno::ELOOP | Errno::ENOTDIR | Errno::EXDEV => match self.lstat(name) {
                 Ok(Some(i)) if i.kind == Kind::Symlink => Error::Symlink { path },
                 Ok(Some(i)) if i.kind != Kind::Dir => Error::NotDirectory { path },
+                // A directory again by now: the name was swapped while being opened.
+                Ok(Some(_)) => Error::Changed {
+                    path,
+                    what: "was swapped while being opened (a symlink or a file a moment before)",
+                },
                 _ => Error::io("open", path, e),
             },
             e => Error::io("open", path, e),

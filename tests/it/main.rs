@@ -16,4 +16,5 @@ mod events;
 mod history;
 mod incidents;
 mod lifecycle;
+mod quarantine;
 mod server;
