@@ -326,20 +326,34 @@ impl Quarantine {
         &self.roots
     }
 
-    /// The longest watched root strictly containing the absolute `path`, and the rest.
+    /// The longest watched root strictly containing the absolute `path`, and the rest. A
+    /// root matches as configured or as resolved by the trusted-symlink rule (the file
+    /// watcher reports resolved paths: `/home -> /data/home` makes a configured
+    /// `/home/u/www` report `/data/home/u/www/x.php`). The root returned is spelled as at the
+    /// start of `path` (exact bytes).
     fn root_of(&self, path: &Path) -> Option<(PathBuf, PathBuf)> {
-        self.roots
-            .iter()
-            .filter_map(|r| {
-                let rel = path.strip_prefix(r).ok()?;
-                (!rel.as_os_str().is_empty()).then(|| (r.components().count(), r, rel))
-            })
-            .max_by_key(|(n, _, _)| *n)
-            .map(|(n, _, rel)| {
-                // The root as spelled at the start of `path` (exact bytes).
-                let root: PathBuf = path.components().take(n).collect();
-                (root, rel.to_path_buf())
-            })
+        let mut best: Option<(usize, PathBuf)> = None;
+        let mut consider = |form: &Path| {
+            let Ok(rel) = path.strip_prefix(form) else {
+                return false;
+            };
+            if rel.as_os_str().is_empty() {
+                return false;
+            }
+            let n = form.components().count();
+            if best.as_ref().is_none_or(|(m, _)| n > *m) {
+                best = Some((n, rel.to_path_buf()));
+            }
+            true
+        };
+        for r in &self.roots {
+            if !consider(r) {
+                if let Ok(d) = Dir::walk_trusted(r) {
+                    consider(d.path());
+                }
+            }
+        }
+        best.map(|(n, rel)| (path.components().take(n).collect(), rel))
     }
 
     fn not_beneath(&self, path: &Path) -> io::Error {

@@ -14,7 +14,9 @@
 //!   ([`Dir::open_daemon`]: state directory, quarantine directory) or from `/` with
 //!   [`Dir::walk_trusted`], which follows a symlink only when root or the daemon's own user
 //!   owns it (hosts often have `/home -> /data/home`), resolving its target by the same rule
-//!   (at most 40 links).
+//!   (at most 40 links). [`open_regular_trusted`] opens a file at an absolute path that way
+//!   (the content scan, the checks' reads): one `openat2(RESOLVE_NO_SYMLINKS)` when the path
+//!   has no symlink at all, the component walk otherwise.
 //! - **A file is read only when it is a regular file**: it is first opened with `O_PATH |
 //!   O_NOFOLLOW` (no device is opened, no FIFO is waited on), checked with `fstat`, then
 //!   reopened for reading through `/proc/self/fd` (the same inode, whatever happened to the
@@ -1130,10 +1132,13 @@ pub fn move_file(
     match from.rename_noreplace(name, to, to_name) {
         Ok(()) => {
             // The name may have been swapped between the open and the rename: what was
-            // moved must be the file checked, else it goes back.
+            // moved must be the file checked, else it goes back (a regular file only: a
+            // symlink or directory put at `to_name` meanwhile is never carried into `from`).
             let moved = to.lstat(to_name)?;
             if moved.is_none_or(|m| !m.same_inode(&before)) {
-                let _ = to.rename_noreplace(to_name, from, name);
+                if moved.is_some_and(|m| m.kind == Kind::File) {
+                    let _ = to.rename_noreplace(to_name, from, name);
+                }
                 return Err(Error::Changed {
                     path: src_path,
                     what: "was replaced while being moved",

@@ -306,6 +306,29 @@ fn refuses_symlinks_relative_paths_and_bad_ids() {
     }
 }
 
+/// The file watcher reports resolved paths; a root configured through a symlink root owns
+/// (`/home -> /data/home`) still matches them, and restore works from the record.
+#[test]
+fn roots_configured_through_a_root_symlink_match_resolved_paths() {
+    if !root_or_skip("roots_configured_through_a_root_symlink_match_resolved_paths") {
+        return;
+    }
+    let site = TempDir::new("qsite");
+    let via = TempDir::new("qvia");
+    let qbase = TempDir::new("qdir");
+    let configured = via.path().join("home");
+    symlink(site.path(), &configured).unwrap();
+    let qu = Quarantine::new(qbase.path().join("q"), vec![configured.join("u")]);
+    let p = victim(&site, "u/www/x.php", b"<?php");
+    let r = qu.quarantine(&p, "via1").unwrap();
+    assert_eq!(
+        r.recorded_root().unwrap().as_deref(),
+        Some(site.path().join("u").as_path())
+    );
+    qu.restore(&r).unwrap();
+    check_restored(&p, b"<?php");
+}
+
 #[test]
 fn fifos_and_devices_are_never_quarantined_nor_opened() {
     let site = TempDir::new("qsite");
