@@ -13,6 +13,11 @@
 //! removed afterwards. `AUTHLOG_BENCH_LINES` changes the line count.
 //! Run: `cargo bench --bench authlog`.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "test and benchmark fixtures are built with plain std::fs calls, as an attacker would"
+)]
+
 // In the main crate this is `svc::watch::authlog`.
 use svc::clock::SystemClock;
 use svc::watch::authlog::{parse_line, AuthDetector, AuthThresholds, Tailer};

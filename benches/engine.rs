@@ -3,6 +3,11 @@
 //! Run: `cargo bench --bench engine`. Goals: 50,000 findings/s with bounded memory; file
 //! detection under 1 s; log-line detection under 2 s. Prints figures; asserts nothing.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "test and benchmark fixtures are built with plain std::fs calls, as an attacker would"
+)]
+
 #[allow(dead_code)] // the benchmark uses part of the test harness
 #[path = "../tests/it/common/mod.rs"]
 mod common;

@@ -7,6 +7,11 @@
 //! - `restore`: time to read 10,000 stored incidents back at start;
 //! - `spool`: notifications/s committed to `panel.spool`.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "test and benchmark fixtures are built with plain std::fs calls, as an attacker would"
+)]
+
 #[allow(dead_code)] // the benchmark uses part of the test harness
 #[path = "../tests/it/common/mod.rs"]
 mod common;

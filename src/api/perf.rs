@@ -51,13 +51,14 @@ fn file_len(p: &std::path::Path) -> u64 {
 /// per-queue throughput. Unknown values are `null`.
 pub fn performance(app: &App, _req: &Request, _c: &Caller) -> Response {
     let tck = clock_ticks();
-    let cpu = std::fs::read_to_string("/proc/self/stat")
+    let cpu = crate::fsutil::read_daemon_string(std::path::Path::new("/proc/self/stat"))
         .ok()
         .and_then(|s| cpu_ticks(&s));
     let secs = |t: u64| (t as f64 / tck as f64 * 100.0).round() / 100.0;
-    let (rss, threads) = std::fs::read_to_string("/proc/self/status")
-        .map(|s| rss_and_threads(&s))
-        .unwrap_or((None, None));
+    let (rss, threads) =
+        crate::fsutil::read_daemon_string(std::path::Path::new("/proc/self/status"))
+            .map(|s| rss_and_threads(&s))
+            .unwrap_or((None, None));
     let db = app.store.path().to_path_buf();
     let with_suffix = |sfx: &str| {
         let mut s = db.clone().into_os_string();

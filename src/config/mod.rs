@@ -282,7 +282,7 @@ fn read_merged(main: &Path) -> Result<(toml::value::Table, Vec<PathBuf>), Vec<Co
 
 /// Parses one TOML file; the error is one line naming the file and position.
 pub fn parse_file(path: &Path) -> Result<toml::value::Table, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+    let text = crate::fsutil::read_daemon_string(path).map_err(|e| ConfigError {
         key: String::new(),
         message: format!("{}: cannot read: {e}", path.display()),
     })?;

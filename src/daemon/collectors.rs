@@ -27,7 +27,7 @@ use crate::queue::Registry;
 use crate::store::Store;
 use crate::watch::analyzer::Restored;
 use crate::watch::authlog::AuthThresholds;
-use crate::watch::Collectors;
+use crate::watch::{Collectors, QuarantineControl};
 
 /// Component names the collectors register (removed when a collector is turned off).
 const FILES_COMPONENT: &str = "files";
@@ -113,6 +113,15 @@ impl LiveCollectors {
     /// Files restored from quarantine (shared with the restore command).
     pub fn restored(&self) -> Arc<Restored> {
         self.restored.clone()
+    }
+
+    /// The quarantine commands' handles, on the file watcher's current roots; `None` only
+    /// while a reload restarts the file watcher.
+    pub fn quarantine_control(&self) -> Option<QuarantineControl> {
+        self.files
+            .lock()
+            .as_ref()
+            .map(|files| files.quarantine_control(self.store.clone(), self.clock.clone()))
     }
 
     /// Restarts the file watcher with `cfg`'s `[files]` and `auto_response` settings.

@@ -14,6 +14,7 @@ use crate::api::App;
 pub struct Ctx {
     pub app: Arc<App>,
     pub reloader: Arc<Reloader>,
+    pub collectors: Arc<super::collectors::LiveCollectors>,
 }
 
 /// One control-socket command.
@@ -70,7 +71,10 @@ pub static COMMANDS: &[Command] = &[
 ];
 
 fn watch_command(c: &Ctx, name: &str, args: &Value) -> Value {
-    crate::watch::control_command(&c.app, name, args)
+    let Some(quarantine) = c.collectors.quarantine_control() else {
+        return json!({ "error": "the file watcher is restarting (configuration reload); try again" });
+    };
+    crate::watch::control_command(&quarantine, name, args)
         .unwrap_or_else(|| json!({ "error": format!("unknown command {name:?}") }))
 }
 

@@ -3,7 +3,6 @@
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::fd::AsFd;
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -41,10 +40,10 @@ impl ControlServer {
                     ),
                 ));
             }
-            std::fs::remove_file(path)?;
+            crate::fsutil::remove_daemon_file(path)?;
         }
         let listener = UnixListener::bind(path)?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        crate::fsutil::set_daemon_mode(path, 0o600)?;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
@@ -101,7 +100,7 @@ impl ControlServer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = std::fs::remove_file(&self.path);
+        let _ = crate::fsutil::remove_daemon_file(&self.path);
     }
 }
 

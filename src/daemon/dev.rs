@@ -44,7 +44,7 @@ fn parse_tokens(text: &str) -> Option<(String, String, String)> {
 /// Reads `tokens`, or generates it (0600) when absent or unreadable.
 pub fn ensure_tokens(dir: &Path) -> std::io::Result<DevTokens> {
     let path = dir.join("tokens");
-    if let Ok(text) = std::fs::read_to_string(&path) {
+    if let Ok(text) = crate::fsutil::read_daemon_string(&path) {
         if let Some((admin, read, metrics)) = parse_tokens(&text) {
             return Ok(DevTokens {
                 admin,
@@ -75,10 +75,11 @@ pub fn config() -> Result<(Config, DevTokens), String> {
     let tokens =
         ensure_tokens(&dir).map_err(|e| format!("{}: {e}", dir.join("tokens").display()))?;
     let www = dir.join("www");
-    std::fs::create_dir_all(&www).map_err(|e| format!("{}: {e}", www.display()))?;
+    crate::fsutil::ensure_dir(&www, 0o755).map_err(|e| format!("{}: {e}", www.display()))?;
     let auth_log = dir.join("auth.log");
     if !auth_log.exists() {
-        std::fs::write(&auth_log, b"").map_err(|e| format!("{}: {e}", auth_log.display()))?;
+        crate::fsutil::write_atomic(&auth_log, b"", 0o640, None)
+            .map_err(|e| format!("{}: {e}", auth_log.display()))?;
     }
     let text = format!(
         "state_path = {state:?}\n[webui]\nlisten = {DEV_LISTEN:?}\nmetrics_token = {m:?}\n[[webui.tokens]]\nname = \"dev-admin\"\ntoken = {a:?}\nscope = \"admin\"\n[[webui.tokens]]\nname = \"dev-read\"\ntoken = {r:?}\nscope = \"read\"\n[logs]\nauth = [{log:?}]\n[files]\nwatch = [{www:?}]\n",

@@ -83,7 +83,7 @@ fn load_config(opts: &Options) -> Result<(Config, Option<dev::DevTokens>), Strin
 }
 
 fn hash_file(path: &Path) -> std::io::Result<String> {
-    let mut f = std::fs::File::open(path)?;
+    let mut f = crate::fsutil::open_daemon_file(path)?;
     let mut h = Sha256::new();
     std::io::copy(&mut f, &mut h)?;
     Ok(hex::encode(h.finalize()))
@@ -226,6 +226,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         let ctx = commands::Ctx {
             app: app.clone(),
             reloader: reloader.clone(),
+            collectors: collectors.clone(),
         };
         let handler: Arc<control::CommandFn> =
             Arc::new(move |cmd: &str, args: &Value| commands::dispatch(&ctx, cmd, args));

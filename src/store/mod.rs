@@ -129,15 +129,15 @@ impl Store {
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         if !path.exists() {
             use std::os::unix::fs::OpenOptionsExt;
-            std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .mode(0o600)
-                .open(path)
-                .map_err(|e| {
-                    StoreError::Sql(rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
-                })?;
+            crate::fsutil::open_daemon_file_with(
+                path,
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(false)
+                    .write(true)
+                    .mode(0o600),
+            )
+            .map_err(|e| StoreError::Sql(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
         }
         let mut conn = open_conn(
             path,

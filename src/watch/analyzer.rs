@@ -48,13 +48,21 @@ impl Restored {
         self.by_path.lock().insert(path, sha256);
     }
 
+    /// Withdraws the trust in `sha256` at `path` (a restore that failed).
+    pub fn remove(&self, path: &Path, sha256: &str) {
+        let mut m = self.by_path.lock();
+        if m.get(path).is_some_and(|s| s == sha256) {
+            m.remove(path);
+        }
+    }
+
     /// True when `path` was restored and still has the restored content.
     pub fn is_trusted(&self, path: &Path) -> bool {
         let Some(expected) = self.by_path.lock().get(path).cloned() else {
             return false;
         };
         use sha2::{Digest, Sha256};
-        let Ok(mut f) = std::fs::File::open(path) else {
+        let Ok(mut f) = crate::sys::dir::open_regular_trusted(path, false) else {
             return false;
         };
         let mut h = Sha256::new();
@@ -80,7 +88,7 @@ pub struct Analyzer {
     pub engine: Arc<Engine>,
     pub store: Store,
     pub clock: SharedClock,
-    pub quarantine_dir: PathBuf,
+    pub quarantine: Arc<quarantine::Quarantine>,
     pub auto_quarantine: bool,
     pub component: Arc<Component>,
     pub counters: Arc<AnalyzerCounters>,
@@ -95,7 +103,7 @@ impl Analyzer {
         engine: Arc<Engine>,
         store: Store,
         clock: SharedClock,
-        quarantine_dir: PathBuf,
+        quarantine: Arc<quarantine::Quarantine>,
         auto_quarantine: bool,
         component: Arc<Component>,
         restored: Arc<Restored>,
@@ -105,7 +113,7 @@ impl Analyzer {
             engine,
             store,
             clock,
-            quarantine_dir,
+            quarantine,
             auto_quarantine,
             component,
             counters: Arc::new(AnalyzerCounters::default()),
@@ -248,20 +256,13 @@ impl Analyzer {
         owner: Option<&str>,
     ) -> Option<String> {
         let id = crate::ids::random_hex(8);
-        if let Err(e) = crate::fsutil::ensure_dir(&self.quarantine_dir, 0o700) {
-            log::error!(
-                "quarantine: cannot create {}: {e}",
-                self.quarantine_dir.display()
-            );
-            self.counters
-                .quarantine_failures
-                .fetch_add(1, Ordering::Relaxed);
-            return None;
-        }
-        let record = match quarantine::quarantine_file(path, &self.quarantine_dir, &id) {
+        let record = match self.quarantine.quarantine(path, &id) {
             Ok(r) => r,
             Err(e) => {
-                log::error!("quarantine: cannot move {}: {e}", path.display());
+                log::error!(
+                    "quarantine: cannot move {}: {e}",
+                    crate::text::escape_path(path)
+                );
                 self.counters
                     .quarantine_failures
                     .fetch_add(1, Ordering::Relaxed);
@@ -284,12 +285,15 @@ impl Analyzer {
             // The file is safe in quarantine; its record is in the log so it can be restored.
             log::error!(
                 "quarantine: {} moved as {id} but its record was not stored: {e}; record: {}",
-                path.display(),
-                serde_json::to_string(&record).unwrap_or_default()
+                crate::text::escape_path(path),
+                crate::text::escape_controls(&serde_json::to_string(&record).unwrap_or_default())
             );
         }
         self.counters.quarantined.fetch_add(1, Ordering::Relaxed);
-        log::warn!("quarantined {} as {id} ({rule})", path.display());
+        log::warn!(
+            "quarantined {} as {id} ({rule})",
+            crate::text::escape_path(path)
+        );
         Some(id)
     }
 }

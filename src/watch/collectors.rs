@@ -12,12 +12,12 @@ use serde_json::{json, Value};
 use super::analyzer::{Analyzer, Restored};
 use super::authlog::{AuthDetector, AuthThresholds, SharedThresholds, Tailer};
 use super::files::{BackendChoice, FileEvent, FileWatcher, WatchOptions};
-use crate::api::App;
 use crate::clock::SharedClock;
 use crate::components::Components;
 use crate::config::Config;
 use crate::findings::{Engine, Ingest};
 use crate::queue::{BoundedQueue, Flag, LagBasis, QueueHealth, Registry, RowConfig, RowHandle};
+use crate::scan::quarantine::{Quarantine, TrustRestored};
 use crate::scan::signatures::SignatureSet;
 use crate::store::Store;
 
@@ -35,9 +35,22 @@ pub struct Collectors {
     pub restored: Arc<Restored>,
     /// Thresholds of the running auth-log detector (configuration reload sets them).
     pub auth_thresholds: Option<Arc<SharedThresholds>>,
+    /// The quarantine (`state_path/quarantine`, beneath `files.watch`), shared by the
+    /// analyzer and the restore command.
+    pub quarantine: Arc<Quarantine>,
 }
 
 impl Collectors {
+    /// The handles the quarantine control commands need.
+    pub fn quarantine_control(&self, store: Store, clock: SharedClock) -> QuarantineControl {
+        QuarantineControl {
+            store,
+            quarantine: self.quarantine.clone(),
+            restored: self.restored.clone(),
+            clock,
+        }
+    }
+
     pub fn stop(mut self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(mut w) = self.file_watcher.take() {
@@ -73,6 +86,10 @@ pub fn start_collectors(
         _rows: Vec::new(),
         restored,
         auth_thresholds: None,
+        quarantine: Arc::new(Quarantine::new(
+            cfg.state_path.join("quarantine"),
+            cfg.engine.watch_roots.clone(),
+        )),
     };
     let e = &cfg.engine;
 
@@ -145,7 +162,7 @@ pub fn start_collectors(
             engine.clone(),
             store.clone(),
             clock.clone(),
-            cfg.state_path.join("quarantine"),
+            c.quarantine.clone(),
             e.auto_quarantine,
             component,
             c.restored.clone(),
@@ -263,7 +280,7 @@ fn replay_window(
     use std::io::{Read, Seek, SeekFrom};
     use std::os::unix::fs::MetadataExt;
     const MAX_REPLAY: u64 = 64 * 1024 * 1024;
-    let Ok(mut f) = std::fs::File::open(path) else {
+    let Ok(mut f) = crate::fsutil::open_daemon_file(path) else {
         return 0;
     };
     let Ok(md) = f.metadata() else { return 0 };
@@ -391,57 +408,61 @@ fn auth_loop(
     }
 }
 
-/// Control-socket commands of the collectors (`quarantine.list`, `quarantine.restore`).
-pub fn control_command(app: &App, cmd: &str, args: &Value) -> Option<Value> {
+/// What the quarantine control commands need: explicit handles, no `api::App`.
+#[derive(Clone)]
+pub struct QuarantineControl {
+    pub store: Store,
+    pub quarantine: Arc<Quarantine>,
+    pub restored: Arc<Restored>,
+    pub clock: SharedClock,
+}
+
+impl TrustRestored for Restored {
+    fn trust(&self, path: std::path::PathBuf, sha256: String) {
+        self.add(path, sha256);
+    }
+
+    fn forget(&self, path: &std::path::Path, sha256: &str) {
+        self.remove(path, sha256);
+    }
+}
+
+/// Control-socket commands of the collectors (`quarantine.list`, `quarantine.restore`);
+/// `None` for any other command. JSON fields keep the exact stored text (JSON escapes it);
+/// composed `error` messages escape control and bidirectional characters.
+pub fn control_command(h: &QuarantineControl, cmd: &str, args: &Value) -> Option<Value> {
     match cmd {
-        "quarantine.list" => Some(match app.store.read(crate::store::quarantine::list) {
-            Ok(items) => json!({ "items": items, "total": items.len() }),
-            Err(e) => json!({ "error": format!("cannot read quarantine: {e}") }),
-        }),
+        "quarantine.list" => Some(quarantine_list(h)),
         "quarantine.restore" => {
-            let id = args
-                .get("id")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            Some(restore(app, &id))
+            let id = args.get("id").and_then(Value::as_str).unwrap_or("");
+            Some(restore(h, id))
         }
         _ => None,
     }
 }
 
-/// Puts a quarantined file back exactly (path, owner, mode, mtime) and records it.
-pub fn restore(app: &App, id: &str) -> Value {
-    let entry = match app.store.read(|c| crate::store::quarantine::get(c, id)) {
-        Ok(Some(e)) => e,
-        Ok(None) => return json!({ "error": format!("no quarantine entry {id:?}") }),
-        Err(e) => return json!({ "error": format!("cannot read quarantine: {e}") }),
-    };
-    if entry.restored_at.is_some() {
-        return json!({ "error": format!("{id} was already restored") });
+/// `quarantine.list`: every entry, restored ones included.
+pub fn quarantine_list(h: &QuarantineControl) -> Value {
+    match h.store.read(crate::store::quarantine::list) {
+        Ok(items) => json!({ "items": items, "total": items.len() }),
+        Err(e) => json!({ "error": format!("cannot read quarantine: {e}") }),
     }
-    let record: crate::scan::quarantine::QuarantineRecord =
-        match serde_json::from_value(entry.record.clone()) {
-            Ok(r) => r,
-            Err(e) => {
-                return json!({ "error": format!("quarantine record {id} is unreadable: {e}") })
-            }
-        };
-    let qdir = app.cfg.state_path.join("quarantine");
-    // Trust this content at this path before it reappears, so the watcher leaves it alone.
-    if let Ok(p) = record.original_path_buf() {
-        app.services.restored.add(p, record.sha256.clone());
+}
+
+/// `quarantine.restore`: puts a quarantined file back exactly (path, owner, mode, mtime)
+/// beneath its watched root and records it (see `scan::quarantine::restore_entry`).
+pub fn restore(h: &QuarantineControl, id: &str) -> Value {
+    match crate::scan::quarantine::restore_entry(
+        &h.store,
+        &h.quarantine,
+        &h.clock,
+        id,
+        h.restored.as_ref(),
+    ) {
+        Ok(r) => json!({ "ok": true, "id": r.id, "original_path": r.original_path }),
+        Err(e) => {
+            log::warn!("quarantine: {e}");
+            json!({ "error": e.to_string() })
+        }
     }
-    if let Err(e) = crate::scan::quarantine::restore(&record, &qdir) {
-        return json!({ "error": format!("cannot restore {}: {e}", entry.original_path) });
-    }
-    let now = app.clock.now();
-    let idc = id.to_string();
-    if let Err(e) = app
-        .store
-        .write(move |c| crate::store::quarantine::mark_restored(c, &idc, now))
-    {
-        log::warn!("restored {id} but could not record it: {e}");
-    }
-    json!({ "ok": true, "id": id, "original_path": entry.original_path })
 }

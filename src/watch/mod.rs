@@ -4,4 +4,4 @@ pub mod authlog;
 pub mod collectors;
 pub mod files;
 
-pub use collectors::{control_command, start_collectors, Collectors};
+pub use collectors::{control_command, start_collectors, Collectors, QuarantineControl};

@@ -1,6 +1,11 @@
 //! Integration tests: one binary (one link) whose modules start the real `svc` binary and
 //! talk to it over real TLS. Shared helpers live in `common`.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "test and benchmark fixtures are built with plain std::fs calls, as an attacker would"
+)]
+
 mod common;
 
 mod apisec;
@@ -14,4 +19,5 @@ mod incidents;
 mod lifecycle;
 mod persist;
 mod reload;
+mod quarantine;
 mod server;

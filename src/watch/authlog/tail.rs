@@ -243,7 +243,8 @@ impl Tailer {
 
     /// Opens the path; `Ok(false)` when it does not exist.
     fn open(&mut self, at_end: bool, st: &mut PollStats) -> io::Result<bool> {
-        let file = match File::open(&self.path) {
+        // A log named in the configuration (daemon-owned path).
+        let file = match crate::fsutil::open_daemon_file(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(e),

@@ -59,10 +59,13 @@ pub(crate) struct FanotifySource {
 
 /// Opens a directory for reading (`open_by_handle_at` refuses `O_PATH` mount descriptors).
 fn open_dir(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
-        .open(path)
+    // A configured watch root (daemon-owned path).
+    crate::fsutil::open_daemon_file_with(
+        path,
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW),
+    )
 }
 
 /// True when handles of `path`'s filesystem can be turned back into descriptors here
