@@ -18,6 +18,6 @@ mod history;
 mod incidents;
 mod lifecycle;
 mod persist;
-mod reload;
 mod quarantine;
+mod reload;
 mod server;
