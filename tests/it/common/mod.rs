@@ -99,8 +99,10 @@ impl Daemon {
             let lines = lines.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                    let _ = tx.send(line.clone());
-                    lines.lock().push(line);
+                    // Stored before it is announced, so a test that saw the daemon start
+                    // also sees the line in `stdout()`.
+                    lines.lock().push(line.clone());
+                    let _ = tx.send(line);
                 }
             });
         }
