@@ -71,7 +71,16 @@ pub struct HttpLimits {
     pub max_headers: usize,
     pub max_body_bytes: usize,
     pub idle_timeout_seconds: u64,
+    /// Whole time a response may take to reach a client that reads slowly.
+    pub write_timeout_seconds: u64,
+    /// Slowest accepted body upload: the body deadline is the head deadline plus the
+    /// body's length at this rate.
+    pub body_min_bytes_per_second: u64,
     pub max_connections: usize,
+    /// Open connections per client address (IPv6 per /64).
+    pub max_connections_per_address: usize,
+    /// Worker threads (0: twice the cores, at least 4).
+    pub workers: usize,
     pub max_sse_subscribers: usize,
     /// Failed authentications per address per minute before 429.
     pub auth_failures_per_minute: u32,
@@ -86,7 +95,11 @@ impl Default for HttpLimits {
             max_headers: 64,
             max_body_bytes: 1024 * 1024,
             idle_timeout_seconds: 30,
-            max_connections: 256,
+            write_timeout_seconds: 30,
+            body_min_bytes_per_second: 1024,
+            max_connections: 4096,
+            max_connections_per_address: 64,
+            workers: 0,
             max_sse_subscribers: 64,
             auth_failures_per_minute: 20,
         }
@@ -551,8 +564,30 @@ fn read_limits(w: &mut TableReader<'_>, errs: &mut Errors) -> HttpLimits {
             3600,
             errs,
         ) as u64,
+        write_timeout_seconds: l.int(
+            "write_timeout_seconds",
+            d.write_timeout_seconds as i64,
+            1,
+            3600,
+            errs,
+        ) as u64,
+        body_min_bytes_per_second: l.int(
+            "body_min_bytes_per_second",
+            d.body_min_bytes_per_second as i64,
+            1,
+            1 << 30,
+            errs,
+        ) as u64,
         max_connections: l.int("max_connections", d.max_connections as i64, 1, 65_536, errs)
             as usize,
+        max_connections_per_address: l.int(
+            "max_connections_per_address",
+            d.max_connections_per_address as i64,
+            1,
+            65_536,
+            errs,
+        ) as usize,
+        workers: l.int("workers", d.workers as i64, 0, 256, errs) as usize,
         max_sse_subscribers: l.int(
             "max_sse_subscribers",
             d.max_sse_subscribers as i64,
