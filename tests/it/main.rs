@@ -8,6 +8,7 @@ mod authlog;
 mod data;
 mod engine;
 mod events;
+mod front;
 mod history;
 mod incidents;
 mod lifecycle;
