@@ -54,8 +54,12 @@ enum SlotState {
     Free,
     /// The front holds the connection.
     Here(Box<Conn>),
-    /// A worker (or the front itself, for the length of one call) holds it.
-    Away(AddrKey),
+    /// A worker (or the front itself, for the length of one call) holds it. `woke`: the
+    /// socket reported an event meanwhile (edge-triggered: it will not be reported again).
+    Away {
+        key: AddrKey,
+        woke: bool,
+    },
 }
 
 struct Slot {
@@ -339,7 +343,10 @@ impl Front {
             }
         };
         let slot = &mut self.slots[index as usize];
-        slot.state = SlotState::Away(AddrKey::V4(0));
+        slot.state = SlotState::Away {
+            key: AddrKey::V4(0),
+            woke: false,
+        };
         Token {
             index,
             gen: slot.gen,
@@ -381,7 +388,10 @@ impl Front {
         }
         match std::mem::replace(&mut slot.state, SlotState::Free) {
             SlotState::Here(c) => {
-                slot.state = SlotState::Away(c.key);
+                slot.state = SlotState::Away {
+                    key: c.key,
+                    woke: false,
+                };
                 Some(c)
             }
             other => {
@@ -480,6 +490,16 @@ impl Front {
     // ---- connection I/O ------------------------------------------------------------
 
     fn on_event(&mut self, token: Token, now: i64) {
+        if let Some(Slot {
+            gen,
+            state: SlotState::Away { woke, .. },
+        }) = self.slots.get_mut(token.index as usize)
+        {
+            if *gen == token.gen {
+                *woke = true;
+            }
+            return;
+        }
         let Some(mut conn) = self.take(token) else {
             return;
         };
@@ -649,7 +669,7 @@ impl Front {
                     let key = match self.slots.get(token.index as usize) {
                         Some(Slot {
                             gen,
-                            state: SlotState::Away(key),
+                            state: SlotState::Away { key, .. },
                         }) if *gen == token.gen => *key,
                         _ => continue,
                     };
@@ -661,7 +681,21 @@ impl Front {
                         self.close(conn, true);
                         continue;
                     }
-                    let next = self.drive(&mut conn, now);
+                    // Read at once only when there is something to read: pipelined bytes
+                    // already buffered, or an event that came while a worker held it (an
+                    // edge is reported once). Otherwise the next edge brings it here.
+                    let woke = matches!(
+                        self.slots.get(conn.token.index as usize),
+                        Some(Slot {
+                            state: SlotState::Away { woke: true, .. },
+                            ..
+                        })
+                    );
+                    let next = if woke || !conn.buf.is_empty() || conn.peer_closed {
+                        self.drive(&mut conn, now)
+                    } else {
+                        Next::Keep
+                    };
                     self.apply(conn, next, now);
                 }
                 Back::Write(mut conn) => {

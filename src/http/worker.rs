@@ -60,9 +60,14 @@ impl Waker {
     }
 
     /// Called by the front when the eventfd is readable, before it looks for work.
+    ///
+    /// The counter is read before the flag is cleared: cleared first, a wake-up between the
+    /// two would set the flag again and have its write consumed by this read, leaving the
+    /// flag set with nothing to read, and every later wake-up silent. The swap (acquire)
+    /// makes the messages of workers that found the flag set visible to the drain after it.
     pub fn reset(&self) {
-        self.pending.store(false, Ordering::Release);
         let _ = self.fd.read();
+        self.pending.swap(false, Ordering::AcqRel);
     }
 
     pub fn fd(&self) -> &EventFd {
@@ -214,6 +219,52 @@ fn serve(job: Job, shared: &Shared, returns: &Returns) {
             let token = conn.token;
             drop(conn);
             returns.send(Back::Gone(token));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+    use std::time::Duration;
+
+    /// Many threads send and wake while the consumer only drains after a wake-up: every
+    /// message must arrive (a lost wake-up would leave the consumer waiting forever).
+    #[test]
+    fn no_wake_up_is_lost_under_contention() {
+        const THREADS: usize = 4;
+        const EACH: usize = 20_000;
+        let waker = Arc::new(Waker::new().unwrap());
+        let (tx, rx) = crossbeam_channel::unbounded::<usize>();
+        let senders: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let (tx, waker) = (tx.clone(), waker.clone());
+                std::thread::spawn(move || {
+                    for i in 0..EACH {
+                        tx.send(i).unwrap();
+                        waker.wake();
+                    }
+                })
+            })
+            .collect();
+        let mut got = 0;
+        while got < THREADS * EACH {
+            let ready =
+                crate::sys::poll::poll_readable(&[waker.fd().as_fd()], Duration::from_secs(10))
+                    .unwrap();
+            assert!(
+                ready[0],
+                "lost wake-up: {got} of {} received",
+                THREADS * EACH
+            );
+            waker.reset();
+            while rx.try_recv().is_ok() {
+                got += 1;
+            }
+        }
+        for s in senders {
+            s.join().unwrap();
         }
     }
 }
