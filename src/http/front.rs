@@ -149,9 +149,23 @@ impl Front {
     }
 
     /// Runs until stopped and drained (or the grace period is over).
+    ///
+    /// A panic inside one turn (a bug: outside input reaches only the fuzzed head parser and
+    /// rustls) is logged and counted, and the front goes on: losing the one connection it
+    /// was handling beats losing the server.
     pub fn run(mut self) {
         loop {
-            self.turn(None);
+            let turned =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.turn(None)));
+            if turned.is_err() {
+                self.shared.stats.panics.fetch_add(1, Ordering::Relaxed);
+                crate::warn_limited!(
+                    self.shared.log,
+                    "http_front_panic",
+                    "",
+                    "http: the front thread recovered from a panic (see the line above)"
+                );
+            }
             if self.finished() {
                 break;
             }
