@@ -66,6 +66,7 @@ http {
   keepalive_timeout 30s;
   send_timeout 30s;
   keepalive_requests 1000000;
+  open_file_cache max=64;
   server {
     listen 127.0.0.1:19446 ssl;
     ssl_protocols TLSv1.2 TLSv1.3;

@@ -629,6 +629,38 @@ mod tests {
     }
 
     #[test]
+    fn http_limits_defaults_and_keys() {
+        let l = check("").unwrap().webui.limits;
+        assert_eq!(l.max_connections, 4096);
+        assert_eq!(l.max_connections_per_address, 64);
+        assert_eq!(l.write_timeout_seconds, 30);
+        assert_eq!(l.body_min_bytes_per_second, 1024);
+        assert_eq!(l.workers, 0);
+        let l = check(
+            "[webui.limits]\nmax_connections = 100\nmax_connections_per_address = 5\nwrite_timeout_seconds = 7\nbody_min_bytes_per_second = 4096\nworkers = 3\n",
+        )
+        .unwrap()
+        .webui
+        .limits;
+        assert_eq!(
+            (
+                l.max_connections,
+                l.max_connections_per_address,
+                l.write_timeout_seconds,
+                l.body_min_bytes_per_second,
+                l.workers
+            ),
+            (100, 5, 7, 4096, 3)
+        );
+        let e = check("[webui.limits]\nmax_connections_per_address = 0\n").unwrap_err();
+        assert!(
+            e.iter()
+                .any(|e| e.contains("webui.limits.max_connections_per_address")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
     fn scope_error_names_indexed_key() {
         let e = check(&format!(
             "[[webui.tokens]]\nname=\"a\"\ntoken=\"{A}\"\nscope=\"admin\"\n[[webui.tokens]]\nname=\"b\"\ntoken=\"{B}\"\nscope=\"root\"\n"

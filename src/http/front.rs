@@ -155,8 +155,7 @@ impl Front {
     /// was handling beats losing the server.
     pub fn run(mut self) {
         loop {
-            let turned =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.turn(None)));
+            let turned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.turn(None)));
             if turned.is_err() {
                 self.shared.stats.panics.fetch_add(1, Ordering::Relaxed);
                 crate::warn_limited!(
