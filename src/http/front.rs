@@ -49,6 +49,8 @@ pub const READ_BUDGET: usize = 64;
 /// How long responses in flight may take to finish after a stop.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 const EVENTS: usize = 1024;
+/// Capacity of a request buffer an idle connection may keep.
+const IDLE_BUFFER_KEEP: usize = 16 * 1024;
 
 enum SlotState {
     Free,
@@ -385,6 +387,10 @@ impl Front {
         self.count(conn.phase, -1);
         self.count(phase, 1);
         conn.phase = phase;
+        if phase == Phase::Idle && conn.buf.capacity() > IDLE_BUFFER_KEEP {
+            // A body of up to 1 MiB grew it: an idle keep-alive connection keeps little.
+            conn.buf.shrink_to(conn.buf.len().max(IDLE_BUFFER_KEEP / 4));
+        }
         let len = match phase {
             Phase::Body => conn.head.as_ref().map_or(0, |h| h.content_length),
             _ => 0,
