@@ -221,6 +221,10 @@ impl Front {
     pub fn turn(&mut self, cap: Option<Duration>) {
         let timeout = self.wait_for(self.now(), cap);
         let mut events = std::mem::take(&mut self.events);
+        if events.is_empty() {
+            // A turn that panicked did not put the buffer back.
+            events = vec![EpollEvent::empty(); EVENTS];
+        }
         let n = match self.epoll.wait(&mut events, timeout) {
             Ok(n) => n,
             Err(Errno::EINTR) => 0,
