@@ -36,3 +36,92 @@ pub fn gauge(out: &mut String, name: &str, kind: &str, help: &str, value: impl s
         "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
     );
 }
+
+/// The HTTPS server's metrics: connections by phase, refusals and timeouts by reason,
+/// handshake failures, handler panics, and client-caused dependency warnings.
+pub fn http_server(out: &mut String, s: &crate::http::HttpSnapshot) {
+    gauge(
+        out,
+        "svc_http_open_connections",
+        "gauge",
+        "Open HTTPS connections (event streams not included).",
+        s.open_connections,
+    );
+    let p = &s.phases;
+    let _ = writeln!(
+        out,
+        "# HELP svc_http_connections Open HTTPS connections by phase.\n# TYPE svc_http_connections gauge"
+    );
+    for (name, n) in [
+        ("handshake", p.handshake),
+        ("idle", p.idle),
+        ("head", p.head),
+        ("body", p.body),
+        ("worker", p.worker),
+        ("write", p.write),
+    ] {
+        let _ = writeln!(out, "svc_http_connections{{phase=\"{name}\"}} {n}");
+    }
+    gauge(
+        out,
+        "svc_http_sse_streams",
+        "gauge",
+        "Open event streams.",
+        s.sse_streams,
+    );
+    gauge(
+        out,
+        "svc_http_workers_busy",
+        "gauge",
+        "HTTP workers running a request.",
+        s.workers_busy,
+    );
+    let _ = writeln!(
+        out,
+        "# HELP svc_http_refused_connections_total Connections closed at accept, by limit.\n# TYPE svc_http_refused_connections_total counter"
+    );
+    for (reason, n) in [
+        ("max_connections", s.refused.max_connections),
+        ("per_address", s.refused.per_address),
+    ] {
+        let _ = writeln!(
+            out,
+            "svc_http_refused_connections_total{{reason=\"{reason}\"}} {n}"
+        );
+    }
+    let t = &s.timeouts;
+    let _ = writeln!(
+        out,
+        "# HELP svc_http_timeouts_total Connections closed by a phase deadline.\n# TYPE svc_http_timeouts_total counter"
+    );
+    for (phase, n) in [
+        ("handshake", t.handshake),
+        ("idle", t.idle),
+        ("head", t.head),
+        ("body", t.body),
+        ("write", t.write),
+    ] {
+        let _ = writeln!(out, "svc_http_timeouts_total{{phase=\"{phase}\"}} {n}");
+    }
+    gauge(
+        out,
+        "svc_http_handshake_failures_total",
+        "counter",
+        "Connections that ended before their TLS handshake completed.",
+        s.handshake_failures_total,
+    );
+    gauge(
+        out,
+        "svc_http_panics_total",
+        "counter",
+        "Request handlers that panicked (each answered 500).",
+        s.panics_total,
+    );
+    gauge(
+        out,
+        "svc_log_client_warnings_total",
+        "counter",
+        "Client-caused warnings of dependencies (TLS), logged at most once a minute per kind.",
+        crate::http::logfilter::client_warnings_total(),
+    );
+}

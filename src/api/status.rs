@@ -144,6 +144,8 @@ pub struct Snapshot<'a> {
     )]
     last_scan_time: Option<jiff::Timestamp>,
     queues: BTreeMap<String, Row>,
+    /// HTTPS server: open connections, connections per phase, refusals by reason.
+    http: crate::http::HttpSnapshot,
     events: EventsInfo,
     #[serde(skip_serializing_if = "Option::is_none")]
     alerts: Option<Value>,
@@ -184,6 +186,7 @@ pub fn snapshot(app: &App) -> Snapshot<'_> {
         latest_scan: latest,
         last_scan_time: latest,
         queues,
+        http: app.server.get().map(|s| s.snapshot()).unwrap_or_default(),
         events: EventsInfo {
             subscribers: app.services.events.subscribers(),
             max_subscribers: app.services.events.max_subscribers(),
@@ -207,12 +210,6 @@ pub fn capabilities(_app: &App, _req: &Request, _c: &Caller) -> Response {
 }
 
 #[derive(Serialize)]
-struct HttpInfo {
-    open_connections: usize,
-    sse_streams: usize,
-}
-
-#[derive(Serialize)]
 struct FindingsEngineInfo {
     active: usize,
     dispatched_total: u64,
@@ -229,7 +226,7 @@ struct Health {
     status: &'static str,
     faults: Vec<String>,
     store: crate::store::StoreHealth,
-    http: HttpInfo,
+    http: crate::http::HttpSnapshot,
     watchers: BTreeMap<String, crate::components::ComponentRow>,
     engines: Engines,
     queues: BTreeMap<String, Row>,
@@ -238,15 +235,6 @@ struct Health {
 pub fn health(app: &App, _req: &Request, _c: &Caller) -> Response {
     let queues = app.services.registry.snapshot();
     let (state, _, faults) = daemon_state(app, &queues);
-    let server = app.server.get();
-    let (open, sse) = server
-        .map(|s| {
-            (
-                s.open_connections.load(Ordering::Relaxed),
-                s.sse_streams.load(Ordering::Relaxed),
-            )
-        })
-        .unwrap_or((0, 0));
     let engine = &app.services.engine;
     Response::json(
         200,
@@ -254,10 +242,7 @@ pub fn health(app: &App, _req: &Request, _c: &Caller) -> Response {
             status: state,
             faults,
             store: app.store.health(),
-            http: HttpInfo {
-                open_connections: open,
-                sse_streams: sse,
-            },
+            http: app.server.get().map(|s| s.snapshot()).unwrap_or_default(),
             watchers: app.services.components.map(),
             engines: Engines {
                 findings: FindingsEngineInfo {
@@ -341,34 +326,7 @@ pub fn metrics(app: &App, _req: &Request, _c: &Caller) -> Response {
         app.limiter.limited_total.load(Ordering::Relaxed),
     );
     if let Some(s) = app.server.get() {
-        gauge(
-            &mut out,
-            "svc_http_open_connections",
-            "gauge",
-            "Open HTTPS connections.",
-            s.open_connections.load(Ordering::Relaxed),
-        );
-        gauge(
-            &mut out,
-            "svc_http_sse_streams",
-            "gauge",
-            "Open event streams.",
-            s.sse_streams.load(Ordering::Relaxed),
-        );
-        gauge(
-            &mut out,
-            "svc_http_refused_connections_total",
-            "counter",
-            "Connections refused over the limit.",
-            s.refused_connections.load(Ordering::Relaxed),
-        );
-        gauge(
-            &mut out,
-            "svc_http_handshake_failures_total",
-            "counter",
-            "Failed or timed-out TLS handshakes.",
-            s.handshake_failures.load(Ordering::Relaxed),
-        );
+        super::metrics::http_server(&mut out, &s.snapshot());
     }
     let st = app.store.health();
     gauge(

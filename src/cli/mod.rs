@@ -242,9 +242,11 @@ pub fn main(args: Vec<OsString>) -> i32 {
 
 fn init_logging() {
     let env = env_logger::Env::default().filter_or("SVC_LOG", "info");
-    let _ = env_logger::Builder::from_env(env)
+    let logger = env_logger::Builder::from_env(env)
         .target(env_logger::Target::Stderr)
-        .try_init();
+        .build();
+    // Warnings a client can cause inside dependencies (rustls) are rate-limited.
+    let _ = crate::http::logfilter::install(logger);
 }
 
 /// Writes to stdout; a closed pipe (`svc status | head`) is not an error.

@@ -116,6 +116,33 @@ pub fn human(s: &Value) -> String {
         }
         _ => out.push_str("queues: none active\n"),
     }
+    if let Some(h) = s.get("http").filter(|h| h.is_object()) {
+        let p = &h["phases"];
+        out.push_str(&format!(
+            "http: {} open of {} (handshake {}, idle {}, head {}, body {}, worker {}, write {}), {} event streams\n",
+            h["open_connections"],
+            h["max_connections"],
+            p["handshake"],
+            p["idle"],
+            p["head"],
+            p["body"],
+            p["worker"],
+            p["write"],
+            h["sse_streams"],
+        ));
+        let t = &h["timeouts"];
+        out.push_str(&format!(
+            "http refusals: {} over max_connections, {} over the per-address limit; timeouts: handshake {}, head {}, body {}, write {}, idle {}; {} handler panics\n",
+            h["refused"]["max_connections"],
+            h["refused"]["per_address"],
+            t["handshake"],
+            t["head"],
+            t["body"],
+            t["write"],
+            t["idle"],
+            h["panics_total"],
+        ));
+    }
     if let Some(f) = s.get("faults").and_then(Value::as_array) {
         for fault in f {
             out.push_str(&format!("fault: {}\n", str_of(fault)));

@@ -75,7 +75,16 @@ pub struct HttpLimits {
     pub max_headers: usize,
     pub max_body_bytes: usize,
     pub idle_timeout_seconds: u64,
+    /// Whole time a response may take to reach a client that reads slowly.
+    pub write_timeout_seconds: u64,
+    /// Slowest accepted body upload: the body deadline is the head deadline plus the
+    /// body's length at this rate.
+    pub body_min_bytes_per_second: u64,
     pub max_connections: usize,
+    /// Open connections per client address (IPv6 per /64).
+    pub max_connections_per_address: usize,
+    /// Worker threads (0: twice the cores, at least 4).
+    pub workers: usize,
     pub max_sse_subscribers: usize,
     /// Failed authentications per address per minute before 429.
     pub auth_failures_per_minute: u32,
@@ -90,7 +99,11 @@ impl Default for HttpLimits {
             max_headers: 64,
             max_body_bytes: 1024 * 1024,
             idle_timeout_seconds: 30,
-            max_connections: 256,
+            write_timeout_seconds: 30,
+            body_min_bytes_per_second: 1024,
+            max_connections: 4096,
+            max_connections_per_address: 64,
+            workers: 0,
             max_sse_subscribers: 64,
             auth_failures_per_minute: 20,
         }
@@ -596,8 +609,30 @@ fn read_limits(w: &mut TableReader<'_>, errs: &mut Errors) -> HttpLimits {
             3600,
             errs,
         ) as u64,
+        write_timeout_seconds: l.int(
+            "write_timeout_seconds",
+            d.write_timeout_seconds as i64,
+            1,
+            3600,
+            errs,
+        ) as u64,
+        body_min_bytes_per_second: l.int(
+            "body_min_bytes_per_second",
+            d.body_min_bytes_per_second as i64,
+            1,
+            1 << 30,
+            errs,
+        ) as u64,
         max_connections: l.int("max_connections", d.max_connections as i64, 1, 65_536, errs)
             as usize,
+        max_connections_per_address: l.int(
+            "max_connections_per_address",
+            d.max_connections_per_address as i64,
+            1,
+            65_536,
+            errs,
+        ) as usize,
+        workers: l.int("workers", d.workers as i64, 0, 256, errs) as usize,
         max_sse_subscribers: l.int(
             "max_sse_subscribers",
             d.max_sse_subscribers as i64,
@@ -636,6 +671,38 @@ mod tests {
         assert_eq!(c.webui.listen.to_string(), "0.0.0.0:9443");
         assert_eq!(c.webui.session_idle_minutes, 30);
         assert_eq!(c.webui.session_max_hours, 12);
+    }
+
+    #[test]
+    fn http_limits_defaults_and_keys() {
+        let l = check("").unwrap().webui.limits;
+        assert_eq!(l.max_connections, 4096);
+        assert_eq!(l.max_connections_per_address, 64);
+        assert_eq!(l.write_timeout_seconds, 30);
+        assert_eq!(l.body_min_bytes_per_second, 1024);
+        assert_eq!(l.workers, 0);
+        let l = check(
+            "[webui.limits]\nmax_connections = 100\nmax_connections_per_address = 5\nwrite_timeout_seconds = 7\nbody_min_bytes_per_second = 4096\nworkers = 3\n",
+        )
+        .unwrap()
+        .webui
+        .limits;
+        assert_eq!(
+            (
+                l.max_connections,
+                l.max_connections_per_address,
+                l.write_timeout_seconds,
+                l.body_min_bytes_per_second,
+                l.workers
+            ),
+            (100, 5, 7, 4096, 3)
+        );
+        let e = check("[webui.limits]\nmax_connections_per_address = 0\n").unwrap_err();
+        assert!(
+            e.iter()
+                .any(|e| e.contains("webui.limits.max_connections_per_address")),
+            "{e:?}"
+        );
     }
 
     #[test]

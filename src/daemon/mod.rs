@@ -207,6 +207,7 @@ pub fn run(opts: Options) -> Result<(), String> {
             });
     }
 
+    open_file_limit(&cfg.webui.limits);
     let server = Server::bind(cfg.webui.listen, tls, cfg.webui.limits.clone())
         .map_err(|e| format!("cannot listen on {}: {e}", cfg.webui.listen))?;
     let addr = server.local_addr().map_err(|e| e.to_string())?;
@@ -237,7 +238,7 @@ pub fn run(opts: Options) -> Result<(), String> {
     let http_thread = {
         let app: Arc<dyn http::Handler> = app.clone();
         std::thread::Builder::new()
-            .name("http-accept".into())
+            .name("http-front".into())
             .spawn(move || server.run(app))
             .map_err(|e| e.to_string())?
     };
@@ -272,6 +273,24 @@ pub fn run(opts: Options) -> Result<(), String> {
     store.close();
     log::info!("stopped");
     Ok(())
+}
+
+/// Raises the open-file limit so `max_connections` fit, and logs the figure.
+fn open_file_limit(limits: &crate::config::HttpLimits) {
+    match http::raise_open_file_limit() {
+        Ok((before, now)) => {
+            log::info!("open-file limit: {now} (soft limit was {before})");
+            // Connections, event streams, and room for the store, logs and watchers.
+            let need = (limits.max_connections + limits.max_sse_subscribers + 256) as u64;
+            if now < need {
+                log::warn!(
+                    "open-file limit {now} is below the {need} descriptors webui.limits.max_connections = {} needs; raise LimitNOFILE",
+                    limits.max_connections
+                );
+            }
+        }
+        Err(e) => log::warn!("cannot read or raise the open-file limit: {e}"),
+    }
 }
 
 /// The check context from `checks.root` and `checks.web_roots`.

@@ -14,6 +14,7 @@ mod authlog;
 mod data;
 mod engine;
 mod events;
+mod front;
 mod history;
 mod incidents;
 mod lifecycle;

@@ -1,5 +1,9 @@
 //! Test harness: starts the real `svc` binary with a temp config on a free loopback port and
 //! talks to it over real TLS, pinned to the certificate the daemon generated.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "test and benchmark fixtures are built with plain std::fs calls, as an attacker would"
+)]
 
 pub mod mmdb;
 
