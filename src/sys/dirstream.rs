@@ -80,31 +80,43 @@ pub struct DirEntry {
     pub name: OsString,
 }
 
+/// A `getdents64` record whose lengths or name are inconsistent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadRecord;
+
+impl std::fmt::Display for BadRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("malformed directory entry record")
+    }
+}
+
+impl std::error::Error for BadRecord {}
+
 /// One record parsed from a `getdents64` buffer: the entry (or `None` for `.`/`..`) and the
 /// record length. `Err` when the record is malformed.
-pub fn parse_record(buf: &[u8]) -> Result<(Option<DirEntry>, usize), ()> {
+pub fn parse_record(buf: &[u8]) -> Result<(Option<DirEntry>, usize), BadRecord> {
     let u64_at = |at: usize| -> Option<u64> {
         let s = buf.get(at..at.checked_add(8)?)?;
         Some(u64::from_ne_bytes(<[u8; 8]>::try_from(s).ok()?))
     };
-    let ino = u64_at(0).ok_or(())?;
+    let ino = u64_at(0).ok_or(BadRecord)?;
     let next = u64_at(8)
         .map(|v| i64::from_ne_bytes(v.to_ne_bytes()))
-        .ok_or(())?;
+        .ok_or(BadRecord)?;
     let reclen = buf
         .get(16..18)
         .and_then(|s| <[u8; 2]>::try_from(s).ok())
         .map(|b| usize::from(u16::from_ne_bytes(b)))
-        .ok_or(())?;
-    let d_type = *buf.get(18).ok_or(())?;
+        .ok_or(BadRecord)?;
+    let d_type = *buf.get(18).ok_or(BadRecord)?;
     if reclen <= NAME_AT {
-        return Err(());
+        return Err(BadRecord);
     }
-    let name_area = buf.get(NAME_AT..reclen).ok_or(())?;
-    let nul = memchr::memchr(0, name_area).ok_or(())?;
-    let name = name_area.get(..nul).ok_or(())?;
+    let name_area = buf.get(NAME_AT..reclen).ok_or(BadRecord)?;
+    let nul = memchr::memchr(0, name_area).ok_or(BadRecord)?;
+    let name = name_area.get(..nul).ok_or(BadRecord)?;
     if name.is_empty() || name.contains(&b'/') {
-        return Err(());
+        return Err(BadRecord);
     }
     if name == b"." || name == b".." {
         return Ok((None, reclen));
@@ -202,7 +214,7 @@ impl DirStream {
             let parsed = self
                 .bytes()
                 .get(self.pos..self.len)
-                .ok_or(())
+                .ok_or(BadRecord)
                 .and_then(parse_record);
             match parsed {
                 Ok((entry, reclen)) => {
@@ -211,7 +223,7 @@ impl DirStream {
                         return Ok(Some(e));
                     }
                 }
-                Err(()) => {
+                Err(BadRecord) => {
                     self.eof = true;
                     self.len = 0;
                     return Err(io::Error::from_raw_os_error(libc::EIO));

@@ -245,12 +245,12 @@ impl Analyzer {
         }
     }
 
-    /// Scans an open file known as `path`.
+    /// Scans an open file known as `path` (the caller checked that rules apply to it).
     fn scan_opened(&mut self, path: &Path, file: File) {
         let Ok(meta) = file.metadata() else {
             return;
         };
-        if !meta.is_file() || meta.len() == 0 || !self.signatures.applies_to(path) {
+        if !meta.is_file() || meta.len() == 0 {
             return;
         }
         self.counters.files_scanned.fetch_add(1, Ordering::Relaxed);

@@ -12,3 +12,4 @@ mod history;
 mod incidents;
 mod lifecycle;
 mod server;
+mod watcher;

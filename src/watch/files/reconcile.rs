@@ -15,7 +15,8 @@
 //!   one, is coalesced. A pending directory below a new request is absorbed by it (the older
 //!   admission stamp is kept). A request for a directory on the branch being listed marks
 //!   that level to be listed once more when its listing ends, instead of adding a task. A
-//!   pending directory the walk enters is absorbed by the walk.
+//!   pending directory the walk enters is absorbed by the walk. A level marked to be listed
+//!   again covers every request below it, and a level below it is not listed again itself.
 //! * Vanished directories and files complete their task: a tree that cannot be opened any
 //!   more, or a branch removed under the walk, ends quietly.
 //! * At most [`RECONCILE_CAPACITY`] (1,024) tasks wait. The walk never needs more than one
@@ -281,6 +282,11 @@ impl Reconcile {
         let Some(root) = s.root_of(dir) else {
             return Requested::Ignored;
         };
+        // A level of the branch marked to be listed again covers everything below it.
+        if s.stack.iter().any(|l| l.again && dir.starts_with(&l.path)) {
+            inc(&self.counters.coalesced);
+            return Requested::Coalesced;
+        }
         if let Some(level) = s.level_mut(dir) {
             level.again = true;
             inc(&self.counters.coalesced);
@@ -421,10 +427,18 @@ impl Visitor for TaskVisitor<'_> {
     fn leave(&mut self, _depth: usize, forced: bool) -> LevelEnd {
         let mut s = self.r.shared.lock();
         if !forced {
+            let n = s.stack.len();
+            // An ancestor listed again re-enters this directory anyway.
+            let ancestor_again = s
+                .stack
+                .get(..n.saturating_sub(1))
+                .is_some_and(|up| up.iter().any(|l| l.again));
             if let Some(l) = s.stack.last_mut() {
                 if l.again {
                     l.again = false;
-                    return LevelEnd::Again;
+                    if !ancestor_again {
+                        return LevelEnd::Again;
+                    }
                 }
             }
         }
@@ -674,6 +688,37 @@ mod tests {
         let files = drain(&mut w, 1);
         assert!(files.contains(&root.join("a/late.php")), "{files:?}");
         assert_eq!(r.stats().tasks_done, 1);
+    }
+
+    #[test]
+    fn a_level_listed_again_covers_everything_below_it() {
+        let t = TestDir::new();
+        let root = t.path();
+        fs::create_dir_all(root.join("a/b")).expect("mkdir");
+        for i in 0..3 {
+            fs::write(root.join(format!("a/b/f{i}.php")), b"x").expect("write");
+        }
+        let r = queue(root);
+        let mut w = r.worker();
+        r.request(root);
+        while r.stats().depth < 3 {
+            w.run_batch(1, Duration::from_secs(60), &mut |_, _, _| {});
+        }
+        assert_eq!(r.request(root), Requested::Coalesced);
+        assert_eq!(r.request(&root.join("a/b")), Requested::Coalesced);
+        assert_eq!(r.request(&root.join("a/other")), Requested::Coalesced);
+        assert!(r.pending_paths().is_empty());
+        // `a/b` finishes its first pass, then the root is listed again once: `a/b` is
+        // entered twice in all, not three times.
+        let mut seen = 0;
+        while w.run_batch(1, Duration::from_secs(60), &mut |p, _, _| {
+            if p.ends_with("f0.php") {
+                seen += 1;
+            }
+        }) {}
+        assert!(seen <= 2, "{seen}");
+        // root, a, b; then a and b again under the root listed again.
+        assert_eq!(r.stats().dirs_walked, 5);
     }
 
     #[test]

@@ -554,3 +554,75 @@ fn bench_close_write_throughput() {
         );
     }
 }
+
+/// Rescan throughput on one tree of 100,000 small `.php` files in 8 directories, side by side
+/// in the same run: the reconcile walk (descriptors, batches of 512 entries, files opened
+/// relative to their directory) against the rescan it replaces (recursive `read_dir`, files
+/// scanned by path). Both scan every file with the shipped signatures. Prints files/s.
+#[test]
+#[ignore = "benchmark: cargo test --release --lib -- --ignored --nocapture bench_"]
+fn bench_reconcile_rescan() {
+    use crate::scan::signatures::SignatureSet;
+    const DIRS: usize = 8;
+    const PER: usize = 12_500;
+    let sigs = SignatureSet::shipped().expect("signatures");
+    let t = TestDir::new();
+    for d in 0..DIRS {
+        let dir = t.path().join(format!("p{d}"));
+        fs::create_dir(&dir).expect("mkdir");
+        for i in 0..PER {
+            fs::write(dir.join(format!("f{i}.php")), b"<?php echo \"hello\";\n").expect("write");
+        }
+    }
+    fs::write(
+        t.path().join("p3/shell.php"),
+        b"<?php @eval($_POST['cmd']); ?>",
+    )
+    .expect("write");
+    let total = DIRS * PER + 1;
+    for round in 0..2 {
+        // Old: read_dir recursion, scan by path.
+        let start = Instant::now();
+        let mut scanned = 0usize;
+        let mut hits = 0usize;
+        let mut stack = vec![t.path().to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            for e in fs::read_dir(&dir).expect("read_dir").flatten() {
+                let ft = e.file_type().expect("type");
+                if ft.is_dir() {
+                    stack.push(e.path());
+                } else if ft.is_file() {
+                    scanned += 1;
+                    hits += sigs.scan_file(&e.path()).expect("scan").len();
+                }
+            }
+        }
+        let old = start.elapsed();
+        assert_eq!((scanned, hits), (total, 1));
+
+        // New: the reconcile worker.
+        let r = Reconcile::new(ManualClock::at_epoch_2026(), Vec::new());
+        r.set_roots(vec![t.path().to_path_buf()]);
+        let mut w = r.worker();
+        r.request(t.path());
+        let start = Instant::now();
+        let mut scanned = 0usize;
+        let mut hits = 0usize;
+        let mut batches = 0usize;
+        while w.run_batch(512, Duration::from_millis(50), &mut |p, dir, name| {
+            let f = crate::watch::files::open_file_at(dir, name).expect("open");
+            scanned += 1;
+            hits += sigs.scan_open_file(p, &f).expect("scan").len();
+        }) {
+            batches += 1;
+        }
+        let new = start.elapsed();
+        assert_eq!((scanned, hits), (total, 1));
+        eprintln!(
+            "round {round}: {total} files: reconcile walk {:.0} files/s ({new:?}, {batches} \
+             batches) | read_dir rescan {:.0} files/s ({old:?})",
+            total as f64 / new.as_secs_f64(),
+            total as f64 / old.as_secs_f64(),
+        );
+    }
+}
