@@ -163,12 +163,16 @@ impl Ctx {
     /// `path_errors` and logged (one line a minute).
     pub(crate) fn path_error(&self, what: &str, path: &Path, err: &std::io::Error) {
         inc(&self.counters.path_errors);
+        let shown = if path.as_os_str().is_empty() {
+            String::new()
+        } else {
+            format!(" {}", crate::text::cut(&escape_path(path), 300))
+        };
         crate::warn_limited!(
             self.log,
             "path_error",
             "",
-            "file watcher: {what} {}: {err}",
-            crate::text::cut(&escape_path(path), 300)
+            "file watcher: {what}{shown}: {err}"
         );
     }
 
