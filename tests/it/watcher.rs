@@ -272,5 +272,9 @@ fn watcher_flood_reports_the_webshell_after_overflow() {
         );
         assert_eq!(row["dropped_total"], 0, "{label}: {row}");
         assert!(max_waiting <= 1024, "{label}");
+        // 100,000 files: do not leave them behind.
+        let dir = d.dir.clone();
+        drop(d);
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
