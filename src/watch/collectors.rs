@@ -135,23 +135,46 @@ pub fn start_collectors(
         ));
         log::info!("file watcher: {}", watcher.description());
         let counters = watcher.counters();
-        // Forward watcher events into the instrumented analyzer queue; refusals are losses.
+        // Trees whose changes may have gone unreported; the analyzer walks them.
+        let reconcile = watcher.reconcile();
+        c._rows.push(
+            registry
+                .register("fanotify.reconcile", reconcile.health().clone())
+                .map_err(|err| format!("{err:?}"))?,
+        );
+        // Forward watcher events into the instrumented analyzer queue. A refusal is a loss of
+        // this row, and the file's directory goes to the reconcile walk so the file is still
+        // scanned.
         let fwd_q = queue.clone();
         let fwd_stop = stop.clone();
+        let fwd_reconcile = reconcile.clone();
+        let fwd_component = component.clone();
         c.threads.push(
             std::thread::Builder::new()
                 .name("files-forward".into())
                 .spawn(move || {
                     let mut seen_drops = 0u64;
+                    let mut seen_path_errors = 0u64;
                     while !fwd_stop.load(Ordering::SeqCst) {
                         if let Ok(ev) = rx.recv_timeout(Duration::from_millis(250)) {
-                            let _ = fwd_q.try_push(ev);
+                            if let Err(refused) = fwd_q.try_push(ev) {
+                                let ev = refused.into_item();
+                                fwd_reconcile.request_parent(&ev.path);
+                            }
                         }
                         // Events the watcher could not hand over are losses of this row too.
                         let drops = counters.dropped.load(Ordering::Relaxed);
                         if drops > seen_drops {
                             fwd_q.health().record_losses(drops - seen_drops);
                             seen_drops = drops;
+                        }
+                        // Paths the watcher could neither report nor walk are its errors.
+                        let pe = counters.path_errors.load(Ordering::Relaxed);
+                        if pe > seen_path_errors {
+                            fwd_component
+                                .errors
+                                .fetch_add(pe - seen_path_errors, Ordering::Relaxed);
+                            seen_path_errors = pe;
                         }
                     }
                 })
@@ -166,7 +189,8 @@ pub fn start_collectors(
             e.auto_quarantine,
             component,
             c.restored.clone(),
-        );
+        )
+        .with_reconcile(reconcile.worker());
         let aq = queue.clone();
         let astop = stop.clone();
         c.threads.push(

@@ -22,3 +22,4 @@ mod persist;
 mod quarantine;
 mod reload;
 mod server;
+mod watcher;
