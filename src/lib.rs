@@ -13,6 +13,7 @@ pub mod config;
 pub mod daemon;
 pub mod events;
 pub mod findings;
+pub mod firewall;
 pub mod fsutil;
 pub mod geoip;
 pub mod http;

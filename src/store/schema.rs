@@ -183,6 +183,18 @@ const MIGRATIONS: &[&str] = &[
         INSERT INTO history_fts(rowid, check_name, message, details, account, ip, path)
         VALUES (NEW.id, NEW.check_name, NEW.message, NEW.details, NEW.account, NEW.ip, NEW.path);
     END;",
+    // firewall: who made a block, expiry index for purges, and the blocks automatic callers
+    // recorded in dry-run mode (see store/firewall.rs).
+    "ALTER TABLE blocked_ips ADD COLUMN created_by TEXT NOT NULL DEFAULT '';
+    CREATE INDEX blocked_ips_expires ON blocked_ips(expires) WHERE expires IS NOT NULL;
+    CREATE TABLE firewall_dry_run (
+        ip TEXT PRIMARY KEY,
+        reason TEXT NOT NULL,
+        source TEXT NOT NULL,
+        created_by TEXT NOT NULL DEFAULT '',
+        created INTEGER NOT NULL,
+        expires INTEGER
+    );",
 ];
 
 /// Applies pending migrations.
