@@ -13,6 +13,9 @@ trap 'kill $svc_pid 2>/dev/null || true; nginx -c "$work/nginx.conf" -s stop 2>/
 token=bench-read-token-0123456789
 cat > "$work/svc.toml" <<TOML
 state_path = "$work/state"
+# Never touch the host's nftables ruleset from a benchmark.
+[firewall]
+enabled = false
 [webui]
 listen = "127.0.0.1:19443"
 [[webui.tokens]]

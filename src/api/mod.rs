@@ -15,6 +15,7 @@ mod data;
 pub mod daterange;
 mod events;
 mod findings;
+mod firewall;
 mod fixes;
 mod history;
 mod incident;
@@ -57,8 +58,11 @@ pub struct Services {
     pub events: crate::events::EventBus,
     /// Alerts; `None` when no notifier is configured.
     pub alerts: Option<Arc<crate::alerts::Alerts>>,
+    /// The firewall engine, or why it is absent.
+    pub firewall: crate::firewall::Handle,
 }
 
+pub use firewall::control as firewall_control;
 pub use router::ROUTES;
 
 /// Facts about this daemon process, fixed at start (binary hash filled in once computed).

@@ -18,7 +18,12 @@ use super::App;
 
 /// Feature identifiers this build supports (only what works).
 pub fn capabilities_list(app: &App) -> Vec<&'static str> {
-    let mut caps = vec!["confd.dropins.v1", "status.queue_health.v1"];
+    let mut caps = vec![
+        "confd.dropins.v1",
+        "status.queue_health.v1",
+        "firewall.rollback.v1",
+        "firewall.dos_exempt.v1",
+    ];
     if !app.services.events.is_closed() {
         caps.push("events.sse.v1");
     }
@@ -156,6 +161,9 @@ pub struct Snapshot<'a> {
     events: EventsInfo,
     #[serde(skip_serializing_if = "Option::is_none")]
     alerts: Option<Value>,
+    /// Firewall rollback timer: `state` (`none`, `pending`, `confirmed`, `reverted`, or
+    /// `unavailable` without the engine), and `deadline`, `remaining_seconds` while pending.
+    rollback: Value,
 }
 
 pub fn snapshot(app: &App) -> Snapshot<'_> {
@@ -187,7 +195,10 @@ pub fn snapshot(app: &App) -> Snapshot<'_> {
         findings_active: counts.0 + counts.1 + counts.2,
         incidents_open_by_severity: app.services.incidents.open_by_severity().into(),
         correlation_attribution: merged.then(|| correlation_attribution(app)),
-        blocklist_size: app.blocklist_size.load(Ordering::Relaxed),
+        blocklist_size: match &app.services.firewall {
+            crate::firewall::Handle::Active(f) => f.blocked_count(),
+            crate::firewall::Handle::Absent(_) => app.blocklist_size.load(Ordering::Relaxed),
+        },
         watchers: app.services.components.map(),
         sessions_active: app.sessions.count(),
         latest_scan: latest,
@@ -198,6 +209,7 @@ pub fn snapshot(app: &App) -> Snapshot<'_> {
             max_subscribers: app.services.events.max_subscribers(),
         },
         alerts: app.services.alerts.as_ref().map(|a| a.status()),
+        rollback: app.services.firewall.rollback_view(),
     }
 }
 

@@ -125,6 +125,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         let incidents = incidents.clone();
         engine.subscribe(Box::new(move |f| incidents.observe(f)));
     }
+    let firewall = crate::firewall::start(&cfg, clock.clone(), store.clone(), &registry);
     let check_ctx = check_context(&cfg, clock.clone());
     let jobs = ScanJobs::new(
         clock.clone(),
@@ -169,6 +170,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         suppressions,
         events: events.clone(),
         alerts: alerts.clone(),
+        firewall: firewall.clone(),
     };
     let app = Arc::new(App::new(cfg.clone(), clock, store.clone(), services));
     {
@@ -196,6 +198,7 @@ pub fn run(opts: Options) -> Result<(), String> {
             "doctor" => Some(doctor::report(&app)),
             "check" => Some(run_check(&app)),
             "ping" => Some(json!({ "ok": true })),
+            c if c.starts_with("firewall.") => Some(crate::api::firewall_control(&app, c, args)),
             #[cfg(feature = "bench")]
             "bench.inject" => Some(bench::inject(&app, args)),
             _ => crate::watch::control_command(&app, cmd, args),
@@ -226,6 +229,7 @@ pub fn run(opts: Options) -> Result<(), String> {
     collectors.stop();
     jobs.shutdown();
     engine.shutdown();
+    firewall.shutdown();
     if let Some(a) = &alerts {
         a.shutdown(std::time::Duration::from_secs(2));
     }

@@ -36,9 +36,10 @@ pub mod rollback;
 pub mod script;
 pub mod state;
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 pub mod testns;
+#[cfg(test)]
+mod tests;
+pub mod types;
 
 use std::sync::Arc;
 
@@ -86,6 +87,44 @@ impl Handle {
             f.shutdown();
         }
     }
+}
+
+/// Blocks and dry-run records as stored, newest first (for readers while the engine is
+/// absent).
+pub fn stored_list(
+    c: &rusqlite::Connection,
+    now: jiff::Timestamp,
+) -> rusqlite::Result<Vec<Listed>> {
+    use crate::store::firewall::{load, Kind};
+    let now = now.as_microsecond();
+    let mut t = state::Tables::default();
+    let mut out = Vec::new();
+    for (kind, dry) in [(Kind::Block, false), (Kind::DryRun, true)] {
+        for r in load(c, kind)? {
+            let Ok(net) = Net::parse(&r.ip) else { continue };
+            let e = t.entry(
+                r.created,
+                r.expires.unwrap_or(state::PERMANENT),
+                &r.reason,
+                &r.source,
+                &r.created_by,
+            );
+            if e.active(now) {
+                out.push(Listed {
+                    net,
+                    entry: e,
+                    dry_run: dry,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| {
+        b.entry
+            .created
+            .cmp(&a.entry.created)
+            .then_with(|| a.net.cmp(&b.net))
+    });
+    Ok(out)
 }
 
 /// Starts the engine when it can run, or explains why it is absent (logged once).

@@ -124,7 +124,13 @@ fn block_check_unblock_reach_the_kernel() {
             &op(),
         )
         .unwrap();
-    assert!(matches!(out[0], Outcome::Blocked { expires_at: Some(_), .. }));
+    assert!(matches!(
+        out[0],
+        Outcome::Blocked {
+            expires_at: Some(_),
+            ..
+        }
+    ));
     assert!(r.set("block4").contains("192.0.2.7 timeout"));
     assert!(r.set("block6").contains("2001:db8::7"));
     r.clock.advance_secs(1);
@@ -142,7 +148,10 @@ fn block_check_unblock_reach_the_kernel() {
     let c = r.fw().check(ip("2001:db8::7")).to_json();
     assert_eq!(c["permanent"], "ssh brute force");
     // A shorter block of a permanently blocked address is refused (state table).
-    let out = r.fw().block(vec![item("2001:db8::7", Some(60))], &op()).unwrap();
+    let out = r
+        .fw()
+        .block(vec![item("2001:db8::7", Some(60))], &op())
+        .unwrap();
     assert!(matches!(&out[0], Outcome::Unchanged { why, .. } if why.contains("permanently")));
     let removed = r.fw().unblock(ip("192.0.2.7")).unwrap();
     assert_eq!(removed.len(), 1);
@@ -154,7 +163,10 @@ fn block_check_unblock_reach_the_kernel() {
         .unwrap();
     assert!(r.set("blocknet4").contains("198.51.100.0/24"));
     let e = r.fw().unblock(ip("198.51.100.9")).unwrap_err().to_string();
-    assert!(e.contains("covered by blocked subnet 198.51.100.0/24"), "{e}");
+    assert!(
+        e.contains("covered by blocked subnet 198.51.100.0/24"),
+        "{e}"
+    );
     let c = r.fw().check(ip("198.51.100.9")).to_json();
     assert_eq!(c["permanent"], "spam net (subnet 198.51.100.0/24)");
     r.fw()
@@ -227,7 +239,14 @@ fn refusals_name_what_protects_the_address() {
         .collect();
     assert_eq!(
         kinds,
-        ["default_route", "infra", "allowed", "allowed", "local", "default_route"]
+        [
+            "default_route",
+            "infra",
+            "allowed",
+            "allowed",
+            "local",
+            "default_route"
+        ]
     );
     match &out[2] {
         Outcome::Refused {
@@ -244,7 +263,9 @@ fn refusals_name_what_protects_the_address() {
     let Outcome::Refused { refusal, .. } = &out[0] else {
         panic!()
     };
-    assert!(refusal.to_string().contains("allow-list entry 192.0.2.50 (office)"));
+    assert!(refusal
+        .to_string()
+        .contains("allow-list entry 192.0.2.50 (office)"));
     // A subnet containing the caller's own address.
     let me = Actor::Operator {
         name: "t".into(),
@@ -322,7 +343,10 @@ fn table_is_reasserted_after_a_ruleset_flush_and_others_are_left_alone() {
         return;
     };
     r.fw()
-        .block(vec![item("192.0.2.20", None), item("192.0.2.21", Some(600))], &op())
+        .block(
+            vec![item("192.0.2.20", None), item("192.0.2.21", Some(600))],
+            &op(),
+        )
         .unwrap();
     let other = "table inet other {\n set keep { type ipv4_addr; elements = { 10.1.2.3 }; }\n chain c { type filter hook input priority 0; policy accept; ip saddr @keep counter accept; }\n}\n";
     // Someone flushes the whole ruleset, then loads their own table again.
@@ -341,7 +365,10 @@ fn table_is_reasserted_after_a_ruleset_flush_and_others_are_left_alone() {
     r.fw().unblock(ip("192.0.2.20")).unwrap();
     r.fw()
         .tentative_apply(
-            json!({"mode": "full", "tcp_in": [22]}).as_object().unwrap().clone(),
+            json!({"mode": "full", "tcp_in": [22]})
+                .as_object()
+                .unwrap()
+                .clone(),
             1,
             "t",
         )
@@ -363,7 +390,10 @@ fn rollback_reverts_on_its_timer_and_across_a_restart() {
     assert_eq!(v["state"], "pending");
     assert_eq!(v["remaining_seconds"], 120);
     let chain = r.ns.nft(&["list", "chain", "inet", "svc", "input"]);
-    assert!(chain.contains("policy drop") && chain.contains("2222"), "{chain}");
+    assert!(
+        chain.contains("policy drop") && chain.contains("2222"),
+        "{chain}"
+    );
     // A second change waits for the first.
     assert!(r
         .fw()
@@ -379,7 +409,10 @@ fn rollback_reverts_on_its_timer_and_across_a_restart() {
     assert_eq!(v["reason"], "timer");
     assert_eq!(r.fw().settings().mode, Mode::Blocklist);
     let chain = r.ns.nft(&["list", "chain", "inet", "svc", "input"]);
-    assert!(chain.contains("policy accept") && !chain.contains("2222"), "{chain}");
+    assert!(
+        chain.contains("policy accept") && !chain.contains("2222"),
+        "{chain}"
+    );
 
     // Across a restart: the deadline passes while the engine is stopped.
     r.fw()
@@ -436,7 +469,10 @@ fn expired_blocks_leave_memory_store_and_kernel() {
     // The kernel's own timeout removes it (real time: wait for it).
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while r.set("block4").contains("192.0.2.30") {
-        assert!(std::time::Instant::now() < deadline, "element did not expire");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "element did not expire"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     // Blocking it again works (no stale element in the way).

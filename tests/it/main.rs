@@ -8,6 +8,7 @@ mod authlog;
 mod data;
 mod engine;
 mod events;
+mod firewall;
 mod history;
 mod incidents;
 mod lifecycle;
