@@ -3,7 +3,8 @@
 //! State lives in `./.svc-dev/`, HTTPS listens on 127.0.0.1:9443, and an admin, a read and
 //! a metrics token are generated once into `./.svc-dev/tokens` (mode 0600). The file
 //! watcher covers `./.svc-dev/www` and the authentication-log watcher tails
-//! `./.svc-dev/auth.log`, so attacks can be tried by hand.
+//! `./.svc-dev/auth.log`, so attacks can be tried by hand. The firewall engine is off
+//! (`firewall.enabled = false`): a trial never changes the machine's nftables ruleset.
 
 use std::path::{Path, PathBuf};
 

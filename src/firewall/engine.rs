@@ -27,7 +27,7 @@ use crate::store::Store;
 use crate::timefmt::rfc3339;
 
 use super::net::{is_loopback_or_unspecified, Net};
-use super::netlink::{Batch, Netlink, NlError};
+use super::netlink::{Batch, Netlink, NlError, SetRef};
 use super::rollback::{self, Pending, Rollback};
 use super::script::{self, ELEMENT_SETS};
 use super::state::{Entry, NetMap, Tables, PERMANENT};
@@ -138,19 +138,22 @@ pub struct Firewall {
     row: RowHandle,
     stop: AtomicBool,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Repeated failures (a table that cannot be re-created) log once a minute.
+    logs: crate::lograte::LogLimiter,
 }
 
 fn now_us(clock: &SharedClock) -> i64 {
     clock.now().as_microsecond()
 }
 
-fn set_of(net: &Net, kind: Kind, subnet: bool) -> &'static str {
-    let i = match (kind, subnet) {
-        (Kind::Allow, _) => 4,
-        (_, true) => 2,
-        (_, false) => 0,
-    } + usize::from(!net.is_v4());
-    ELEMENT_SETS[i].0
+/// The set an entry lives in: addresses in the hash sets, ranges in the interval sets.
+fn set_of(net: &Net, kind: Kind) -> SetRef {
+    let i = match kind {
+        Kind::Allow => 4,
+        _ => 0,
+    } + if net.is_host() { 0 } else { 2 }
+        + usize::from(!net.is_v4());
+    ELEMENT_SETS[i].set_ref()
 }
 
 fn timeout_ms(e: &Entry, now: i64) -> Option<Option<u64>> {
@@ -316,6 +319,7 @@ impl Firewall {
             row,
             stop: AtomicBool::new(false),
             thread: Mutex::new(None),
+            logs: crate::lograte::LogLimiter::per_minute(clock.clone()),
             store,
             clock,
         });
@@ -383,7 +387,12 @@ impl Firewall {
         let settings = self.settings();
         let st = script::render(&settings, &self.extra_tcp_in, false);
         if let Err(e) = script::run(&ops.kernel.nft, &st.script) {
-            log::warn!("firewall: structure update failed ({e}); rebuilding table inet svc");
+            crate::warn_limited!(
+                self.logs,
+                "firewall_structure",
+                "",
+                "firewall: structure update failed ({e}); rebuilding table inet svc"
+            );
             let st = script::render(&settings, &self.extra_tcp_in, true);
             script::run(&ops.kernel.nft, &st.script)
                 .map_err(|e| self.kernel_failed(ops, e.to_string()))?;
@@ -391,19 +400,19 @@ impl Firewall {
         ops.kernel.input_rules = st.input_rules;
         let now = self.now();
         let mut batch = Batch::new();
-        for (set, _) in ELEMENT_SETS {
-            batch.flush(set);
+        for d in ELEMENT_SETS {
+            batch.flush(d.name);
         }
         {
             let t = self.tables.read();
-            for (map, kind, subnet) in [
-                (&t.blocks, Kind::Block, false),
-                (&t.subnets, Kind::Block, true),
-                (&t.allows, Kind::Allow, false),
+            for (map, kind) in [
+                (&t.blocks, Kind::Block),
+                (&t.subnets, Kind::Block),
+                (&t.allows, Kind::Allow),
             ] {
                 for (net, e) in map.iter() {
                     if let Some(to) = timeout_ms(e, now) {
-                        batch.add(set_of(net, kind, subnet), net, to);
+                        batch.add(set_of(net, kind), net, to);
                     }
                 }
             }
@@ -684,11 +693,11 @@ impl Firewall {
                     &mut t.subnets
                 };
                 if replaced.contains(net) {
-                    batch.delete(set_of(net, Kind::Block, !net.is_host()), net);
+                    batch.delete(set_of(net, Kind::Block), net);
                 }
                 map.insert(*net, e.clone());
                 if let Some(to) = timeout_ms(e, now) {
-                    batch.add(set_of(net, Kind::Block, !net.is_host()), net, to);
+                    batch.add(set_of(net, Kind::Block), net, to);
                 }
             }
         }
@@ -740,7 +749,7 @@ impl Firewall {
             let mut t = self.tables.write();
             if let Some(e) = t.blocks.remove(&net) {
                 if e.active(now) {
-                    batch.delete(set_of(&net, Kind::Block, false), &net);
+                    batch.delete(set_of(&net, Kind::Block), &net);
                     removed.push(Listed {
                         net,
                         entry: e,
@@ -805,7 +814,7 @@ impl Firewall {
         self.tables.write().subnets.remove(&net);
         self.note_counts();
         let mut batch = Batch::new();
-        batch.delete(set_of(&net, Kind::Block, true), &net);
+        batch.delete(set_of(&net, Kind::Block), &net);
         self.commit(&mut ops, batch)?;
         Ok(Listed {
             net,
@@ -849,7 +858,7 @@ impl Firewall {
                 } else {
                     t.subnets.remove(n);
                 }
-                batch.delete(set_of(n, Kind::Block, !n.is_host()), n);
+                batch.delete(set_of(n, Kind::Block), n);
             }
             for n in &dry {
                 t.dry.remove(n);
@@ -921,16 +930,16 @@ impl Firewall {
             let mut t = self.tables.write();
             for n in &unblocked {
                 t.blocks.remove(n);
-                batch.delete(set_of(n, Kind::Block, false), n);
+                batch.delete(set_of(n, Kind::Block), n);
             }
             for n in &undry {
                 t.dry.remove(n);
             }
             if replaced {
-                batch.delete(set_of(&net, Kind::Allow, false), &net);
+                batch.delete(set_of(&net, Kind::Allow), &net);
             }
             if let Some(to) = timeout_ms(&entry, now) {
-                batch.add(set_of(&net, Kind::Allow, false), &net, to);
+                batch.add(set_of(&net, Kind::Allow), &net, to);
             }
             t.allows.insert(net, entry.clone());
         }
@@ -971,7 +980,7 @@ impl Firewall {
             .write(move |c| sfw::delete(c, Kind::Allow, std::slice::from_ref(&key)))?;
         self.tables.write().allows.remove(&net);
         let mut batch = Batch::new();
-        batch.delete(set_of(&net, Kind::Allow, false), &net);
+        batch.delete(set_of(&net, Kind::Allow), &net);
         self.commit(&mut ops, batch)?;
         Ok(Listed {
             net,
@@ -1074,13 +1083,19 @@ impl Firewall {
             let mut sets = Map::new();
             let count =
                 |m: &NetMap, v4: bool| m.active(now).filter(|(n, _)| n.is_v4() == v4).count();
-            for (name, map) in [
-                ("block", &t.blocks),
-                ("blocknet", &t.subnets),
-                ("allow", &t.allows),
-            ] {
+            for (name, map) in [("block", &t.blocks), ("blocknet", &t.subnets)] {
                 sets.insert(format!("{name}4"), count(map, true).into());
                 sets.insert(format!("{name}6"), count(map, false).into());
+            }
+            for (name, host) in [("allow", true), ("allownet", false)] {
+                for (v4, fam) in [(true, "4"), (false, "6")] {
+                    let n = t
+                        .allows
+                        .active(now)
+                        .filter(|(n, _)| n.is_v4() == v4 && n.is_host() == host)
+                        .count();
+                    sets.insert(format!("{name}{fam}"), n.into());
+                }
             }
             for (name, list) in [
                 ("infra", &settings.infra_ips),
@@ -1348,13 +1363,23 @@ impl Firewall {
                         h.set_waiting(self.element_count() as u64);
                         h.set_oldest_waiting(ops.kernel.since);
                     }
-                    Err(e) => log::warn!("firewall: cannot check table inet svc: {e}"),
+                    Err(e) => crate::warn_limited!(
+                        self.logs,
+                        "firewall_probe",
+                        "",
+                        "firewall: cannot check table inet svc: {e}"
+                    ),
                 }
             }
         }
         if ops.kernel.needs_assert && now >= ops.retry_after {
             if let Err(e) = self.assert_all(&mut ops) {
-                log::warn!("firewall: re-creating table inet svc failed: {e}; retrying");
+                crate::warn_limited!(
+                    self.logs,
+                    "firewall_reassert",
+                    "",
+                    "firewall: re-creating table inet svc failed: {e}; retrying"
+                );
             }
         }
         if now >= ops.next_purge {
@@ -1388,7 +1413,12 @@ impl Firewall {
                 drop(t);
                 self.note_counts();
             }
-            Err(e) => log::warn!("firewall: purging expired entries failed: {e}"),
+            Err(e) => crate::warn_limited!(
+                self.logs,
+                "firewall_purge",
+                "",
+                "firewall: purging expired entries failed: {e}"
+            ),
         }
     }
 }

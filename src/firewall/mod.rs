@@ -3,6 +3,8 @@
 //! Guarantees:
 //! - The engine never lists, changes or flushes another table: every `nft` statement and
 //!   every netlink message names table `inet svc` (see `script` and `netlink`).
+//! - Sets per family: addresses in hash sets with timeouts (`block4/6`, `allow4/6`), ranges
+//!   in interval sets with timeouts (`blocknet4/6`, `allownet4/6`, `infra4/6`, `dosx4/6`).
 //! - The store is the source of truth. Blocks, dry-run records and allow entries are stored
 //!   first; nftables follows in one transaction per change (a netlink batch for elements,
 //!   an `nft -f -` script for the structure). A change of 10,000 addresses is one batch.

@@ -181,9 +181,18 @@ fn key_bytes(ip: IpAddr) -> Vec<u8> {
     }
 }
 
-/// One element of an interval set: the start key (with its timeout) and, unless the range
-/// reaches the top of its family, the end key flagged `INTERVAL_END`.
-fn encode_range(out: &mut Vec<u8>, net: &Net, timeout_ms: Option<u64>) {
+/// A set of table `inet svc` as element messages need it: its name, and whether it is an
+/// interval set (elements are ranges: a start and an end key) or a hash set (one key).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SetRef {
+    pub name: &'static str,
+    pub interval: bool,
+}
+
+/// One element: the start key (with its timeout) and, in an interval set and unless the
+/// range reaches the top of its family, the end key flagged `INTERVAL_END`. In a hash set
+/// the element is the address itself.
+fn encode_range(out: &mut Vec<u8>, net: &Net, interval: bool, timeout_ms: Option<u64>) {
     let e = begin_nest(out, NFTA_LIST_ELEM);
     if let Some(t) = timeout_ms {
         put_attr(out, NFTA_SET_ELEM_TIMEOUT, &t.max(1).to_be_bytes());
@@ -192,7 +201,7 @@ fn encode_range(out: &mut Vec<u8>, net: &Net, timeout_ms: Option<u64>) {
     put_attr(out, NFTA_DATA_VALUE, &key_bytes(net.first()));
     end_nest(out, k);
     end_nest(out, e);
-    if let Some(end) = net.end_exclusive() {
+    if let Some(end) = net.end_exclusive().filter(|_| interval) {
         let e = begin_nest(out, NFTA_LIST_ELEM);
         put_attr(
             out,
@@ -265,9 +274,14 @@ impl Batch {
         }
     }
 
-    fn push(&mut self, op: u16, set: &str, net: &Net, timeout_ms: Option<u64>) {
+    fn push(&mut self, op: u16, set: SetRef, net: &Net, timeout_ms: Option<u64>) {
+        debug_assert!(
+            set.interval || net.is_host(),
+            "a range needs an interval set"
+        );
         let mut one = Vec::with_capacity(64);
-        encode_range(&mut one, net, timeout_ms);
+        encode_range(&mut one, net, set.interval, timeout_ms);
+        let set = set.name;
         let reuse = matches!(&self.open, Some((o, s, e, _)) if *o == op && s == set && e.len() + one.len() <= MAX_ELEMS_BYTES);
         if !reuse {
             self.close();
@@ -281,12 +295,12 @@ impl Batch {
     }
 
     /// Adds `net` to `set`, expiring after `timeout_ms` (None: no timeout).
-    pub fn add(&mut self, set: &str, net: &Net, timeout_ms: Option<u64>) {
+    pub fn add(&mut self, set: SetRef, net: &Net, timeout_ms: Option<u64>) {
         self.push(NFT_MSG_NEWSETELEM, set, net, timeout_ms);
     }
 
     /// Deletes `net` from `set` (the kernel refuses an element that is not there).
-    pub fn delete(&mut self, set: &str, net: &Net) {
+    pub fn delete(&mut self, set: SetRef, net: &Net) {
         self.push(NFT_MSG_DELSETELEM, set, net, None);
     }
 
@@ -691,7 +705,14 @@ mod tests {
         // NEWSETELEM whose element list holds a start key with the timeout and an end key
         // flagged INTERVAL_END.
         let mut b = Batch::new();
-        b.add("b4", &Net::parse("192.0.2.9").unwrap(), Some(10_000));
+        b.add(
+            SetRef {
+                name: "b4",
+                interval: true,
+            },
+            &Net::parse("192.0.2.9").unwrap(),
+            Some(10_000),
+        );
         let (bytes, whats) = b.encode(100);
         assert_eq!(whats.len(), 1);
         assert_eq!(whats[0].0, 101);
@@ -718,9 +739,22 @@ mod tests {
         let mut b = Batch::new();
         for i in 0..10_000u32 {
             let ip = std::net::Ipv4Addr::from(0x0a00_0000 + i * 2);
-            b.add("block4", &Net::host(ip.into()), Some(60_000));
+            b.add(
+                SetRef {
+                    name: "block4",
+                    interval: false,
+                },
+                &Net::host(ip.into()),
+                Some(60_000),
+            );
         }
-        b.delete("block6", &Net::parse("2001:db8::1").unwrap());
+        b.delete(
+            SetRef {
+                name: "block6",
+                interval: false,
+            },
+            &Net::parse("2001:db8::1").unwrap(),
+        );
         assert_eq!(b.elements(), 10_001);
         let (bytes, whats) = b.encode(1);
         assert!(whats.len() > 5, "{}", whats.len());
@@ -735,9 +769,24 @@ mod tests {
     }
 
     #[test]
+    fn hash_set_elements_are_one_key() {
+        let mut out = Vec::new();
+        encode_range(&mut out, &Net::parse("192.0.2.9").unwrap(), false, Some(5));
+        assert_eq!(u16::from_ne_bytes([out[0], out[1]]) as usize, out.len());
+        let mut out2 = Vec::new();
+        encode_range(&mut out2, &Net::parse("192.0.2.9").unwrap(), true, Some(5));
+        assert!(out2.len() > out.len());
+    }
+
+    #[test]
     fn the_top_of_the_address_space_has_no_end_key() {
         let mut out = Vec::new();
-        encode_range(&mut out, &Net::parse("255.255.255.255").unwrap(), None);
+        encode_range(
+            &mut out,
+            &Net::parse("255.255.255.255").unwrap(),
+            true,
+            None,
+        );
         // One list element only.
         assert_eq!(u16::from_ne_bytes([out[0], out[1]]) as usize, out.len());
     }

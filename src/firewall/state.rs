@@ -134,6 +134,10 @@ impl NetMap {
         if let Some(found) = self.containing_net(net, now) {
             return Some(found);
         }
+        if net.is_host() {
+            // Nothing but the address itself lies inside it; containing_net checked that.
+            return None;
+        }
         self.map
             .iter()
             .find(|(n, e)| e.active(now) && net.contains(n))
