@@ -168,7 +168,7 @@ fn request(a: &Args) -> Result<(&'static str, Value, Duration), String> {
     )?;
     let mut body = json!({});
     if let Some(d) = &a.duration {
-        crate::firewall::duration::parse(d)?;
+        crate::firewall::duration::parse(d).map_err(|e| e.to_string())?;
         body["for"] = d.clone().into();
     }
     if let Some(r) = &a.reason {

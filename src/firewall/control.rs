@@ -137,7 +137,7 @@ fn lifetime(m: &Map<String, Value>) -> R<Option<Duration>> {
         (Some(s), None) => Ok(Some(Duration::from_secs(s))),
         (None, Some(t)) => duration::parse(&t)
             .map(Some)
-            .map_err(|e| Reply::error(400, e)),
+            .map_err(|e| Reply::error(400, e.to_string())),
         (None, None) => Ok(None),
     }
 }

@@ -8,9 +8,25 @@ use std::time::Duration;
 /// Longest lifetime accepted: ten years.
 pub const MAX: Duration = Duration::from_secs(3650 * 86_400);
 
+/// Why a lifetime text was refused (the message names the text and the accepted forms).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DurationError(pub String);
+
+impl std::fmt::Display for DurationError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for DurationError {}
+
 /// Parses one or more `<number><unit>` parts, unit `s`, `m`, `h` or `d` (any case), between
 /// one second and ten years.
-pub fn parse(text: &str) -> Result<Duration, String> {
+pub fn parse(text: &str) -> Result<Duration, DurationError> {
+    parse_text(text).map_err(DurationError)
+}
+
+fn parse_text(text: &str) -> Result<Duration, String> {
     let s = text.trim();
     if s.is_empty() {
         return Err("empty duration".into());
@@ -101,12 +117,12 @@ mod tests {
 
     #[test]
     fn refusals_say_why() {
-        assert!(parse("").unwrap_err().contains("empty"));
-        assert!(parse("10").unwrap_err().contains("no unit"));
-        assert!(parse("h").unwrap_err().contains("must follow"));
-        assert!(parse("5w").unwrap_err().contains("unit"));
-        assert!(parse("0s").unwrap_err().contains("at least"));
-        assert!(parse("3651d").unwrap_err().contains("ten years"));
+        assert!(parse("").unwrap_err().0.contains("empty"));
+        assert!(parse("10").unwrap_err().0.contains("no unit"));
+        assert!(parse("h").unwrap_err().0.contains("must follow"));
+        assert!(parse("5w").unwrap_err().0.contains("unit"));
+        assert!(parse("0s").unwrap_err().0.contains("at least"));
+        assert!(parse("3651d").unwrap_err().0.contains("ten years"));
         assert!(parse("99999999999999999999s").is_err());
         assert!(parse("-5s").is_err());
     }

@@ -144,7 +144,7 @@ pub fn start(
             } else {
                 log::info!("firewall engine absent: {reason}");
             }
-            return Handle::Absent(reason);
+            return Handle::Absent(reason.to_string());
         }
     };
     let port = cfg.webui.listen;
@@ -169,7 +169,7 @@ pub fn start(
         }
         Err(e) => {
             log::error!("firewall engine absent: {e}");
-            Handle::Absent(e)
+            Handle::Absent(e.to_string())
         }
     }
 }

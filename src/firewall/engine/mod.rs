@@ -45,28 +45,80 @@ const SPREAD_STEP_MS: u64 = 100;
 /// Seconds between purges of expired rows.
 const PURGE_EVERY_US: i64 = 5_000_000;
 
-/// Why the engine is not running.
-pub fn availability(cfg: &FirewallConfig) -> Result<PathBuf, String> {
+/// Why the engine cannot run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unavailable {
+    /// `firewall.enabled = false`.
+    Disabled,
+    NotRoot,
+    /// No nft program (the configured name).
+    NoNft(String),
+    /// The kernel refused nftables to this process.
+    NotPermitted,
+    /// No usable nf_tables (the netlink error).
+    Kernel(String),
+}
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unavailable::Disabled => f.write_str("firewall.enabled is false"),
+            Unavailable::NotRoot => {
+                f.write_str("the daemon is not running as root (nftables needs CAP_NET_ADMIN)")
+            }
+            Unavailable::NoNft(name) => write!(
+                f,
+                "nftables is not installed: no {name} program in PATH, /usr/sbin or /sbin"
+            ),
+            Unavailable::NotPermitted => {
+                f.write_str("not permitted to use nftables (CAP_NET_ADMIN is missing)")
+            }
+            Unavailable::Kernel(e) => write!(f, "nftables is not available in this kernel: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Unavailable {}
+
+/// Why [`Firewall::start`] failed.
+#[derive(Debug)]
+pub enum StartError {
+    Netlink(NlError),
+    Row(crate::queue::RegisterError),
+    Store(crate::store::StoreError),
+    Thread(std::io::Error),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Netlink(e) => write!(f, "{e}"),
+            StartError::Row(e) => write!(f, "{CLEANUP_ROW}: {e}"),
+            StartError::Store(e) => write!(f, "firewall state: {e}"),
+            StartError::Thread(e) => write!(f, "cannot start the firewall thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// The nft program when the engine can run here, else why not.
+pub fn availability(cfg: &FirewallConfig) -> Result<PathBuf, Unavailable> {
     if !cfg.enabled {
-        return Err("firewall.enabled is false".into());
+        return Err(Unavailable::Disabled);
     }
     if !nix::unistd::geteuid().is_root() {
-        return Err("the daemon is not running as root (nftables needs CAP_NET_ADMIN)".into());
+        return Err(Unavailable::NotRoot);
     }
     let Some(nft) = script::locate(&cfg.nft_path) else {
-        return Err(format!(
-            "nftables is not installed: no {} program in PATH, /usr/sbin or /sbin",
-            cfg.nft_path
-        ));
+        return Err(Unavailable::NoNft(cfg.nft_path.clone()));
     };
-    let mut nl = Netlink::open(Duration::from_secs(5))
-        .map_err(|e| format!("nftables is not available: {e}"))?;
+    let mut nl =
+        Netlink::open(Duration::from_secs(5)).map_err(|e| Unavailable::Kernel(e.to_string()))?;
     match nl.generation() {
         Ok(_) => Ok(nft),
-        Err(e) if e.errno() == Some(nix::errno::Errno::EPERM) => {
-            Err("not permitted to use nftables (CAP_NET_ADMIN is missing)".into())
-        }
-        Err(e) => Err(format!("nftables is not available in this kernel: {e}")),
+        Err(e) if e.errno() == Some(nix::errno::Errno::EPERM) => Err(Unavailable::NotPermitted),
+        Err(e) => Err(Unavailable::Kernel(e.to_string())),
     }
 }
 
@@ -195,15 +247,15 @@ impl Firewall {
         clock: SharedClock,
         store: Store,
         registry: &Arc<Registry>,
-    ) -> Result<Arc<Firewall>, String> {
-        let nl = Netlink::open(Duration::from_secs(10)).map_err(|e| e.to_string())?;
+    ) -> Result<Arc<Firewall>, StartError> {
+        let nl = Netlink::open(Duration::from_secs(10)).map_err(StartError::Netlink)?;
         let health = QueueHealth::new(
             clock.clone(),
             RowConfig::new("addresses").lag_basis(LagBasis::DeferredCheckpoint),
         );
         let row = registry
             .register(CLEANUP_ROW, health)
-            .map_err(|e| format!("{CLEANUP_ROW}: {e}"))?;
+            .map_err(StartError::Row)?;
         let now = now_us(&clock);
         let (rows, overrides_text, rollback_text) = store
             .read(|c| {
@@ -216,7 +268,7 @@ impl Firewall {
                     sfw::kv_get(c, "firewall.rollback")?,
                 ))
             })
-            .map_err(|e| format!("loading firewall state: {e}"))?;
+            .map_err(StartError::Store)?;
         let mut tables = Tables::default();
         for (kind, list) in [Kind::Block, Kind::DryRun, Kind::Allow].iter().zip(rows) {
             for r in list {
@@ -288,7 +340,7 @@ impl Firewall {
                     sfw::kv_set(c, "firewall.overrides", Some(&o))?;
                     sfw::kv_set(c, "firewall.rollback", Some(&r))
                 })
-                .map_err(|e| format!("saving firewall state: {e}"))?;
+                .map_err(StartError::Store)?;
         }
         let overrides_view = overrides.clone();
         let fw = Arc::new(Firewall {
@@ -347,7 +399,7 @@ impl Firewall {
                 }
                 fw.tick();
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(StartError::Thread)?;
         *fw.thread.lock() = Some(handle);
         Ok(fw)
     }
