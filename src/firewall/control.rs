@@ -172,20 +172,20 @@ pub fn run(handle: &Handle, cmd: &str, args: &Value, actor: &Actor) -> Reply {
             }
             "list" => {
                 let m = fields(args, &["limit", "offset"])?;
-                let limit = m.get("limit").and_then(Value::as_u64).unwrap_or(u64::MAX) as usize;
+                let limit = m.get("limit").and_then(Value::as_u64).map(|l| l as usize);
                 let offset = m.get("offset").and_then(Value::as_u64).unwrap_or(0) as usize;
                 let all = fw.list();
                 let total = all.len();
                 let items: Vec<Value> = all
                     .iter()
                     .skip(offset)
-                    .take(limit)
+                    .take(limit.unwrap_or(usize::MAX))
                     .map(|l| l.to_json())
                     .collect();
                 let truncated = offset.saturating_add(items.len()) < total;
                 ok(json!({
                     "items": items, "total": total, "offset": offset,
-                    "limit": limit.min(total.max(1)), "truncated": truncated,
+                    "limit": limit.unwrap_or(total), "truncated": truncated,
                 }))
             }
             "check" => {
