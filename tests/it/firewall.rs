@@ -526,6 +526,18 @@ fn the_table_is_reasserted_after_a_ruleset_flush_and_a_foreign_table_is_untouche
     assert!(s["reasserts_total"].as_u64().unwrap() >= 2);
     assert!(s["last_reassert_at"].is_string());
     assert_eq!(status(&d)["queues"]["auto_block.cleanup"]["waiting"], 0);
+    // A distribution firewall reload (`systemctl reload nftables` loads a file that starts
+    // with `flush ruleset`): the table comes back again.
+    net.srv.nft_script(
+        "flush ruleset\ntable inet filter {\n chain input { type filter hook input priority 0; policy accept; }\n}\n",
+    );
+    wait_until(10, "re-assertion after a distribution reload", || {
+        net.srv
+            .try_nft(&["list", "set", "inet", "svc", "block4"])
+            .is_ok_and(|s| s.contains("192.0.2.2"))
+            .then_some(())
+    });
+    assert!(!net.connects("192.0.2.1"));
     drop(d);
     // The daemon stopped: its table stays (blocks keep working); the foreign table is
     // gone only because of the flush above.
