@@ -30,6 +30,9 @@ trap cleanup EXIT
 token=bench-read-token-0123456789
 cat > "$work/svc.toml" <<TOML
 state_path = "$work/state"
+# Never touch the host's nftables ruleset from a benchmark.
+[firewall]
+enabled = false
 [webui]
 listen = "127.0.0.1:19443"
 [[webui.tokens]]

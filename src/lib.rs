@@ -22,6 +22,7 @@ pub mod config;
 pub mod daemon;
 pub mod events;
 pub mod findings;
+pub mod firewall;
 pub mod fsutil;
 pub mod geoip;
 pub mod http;

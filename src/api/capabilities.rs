@@ -15,6 +15,10 @@ pub const CAPABILITIES: &[&str] = &[
     "confd.dropins.v1",
     // `GET /api/v1/events` (events/).
     "events.sse.v1",
+    // `firewall.dos_exempt_ranges` skip the rate meters (firewall/, Linux builds).
+    "firewall.dos_exempt.v1",
+    // Tentative firewall settings with a revert timer (firewall/rollback.rs).
+    "firewall.rollback.v1",
     // `status.queues` protection-queue rows (queue/).
     "status.queue_health.v1",
     // Durable webhook spool, replayed after a restart (alerts/spool.rs, `panel.spool`).

@@ -16,6 +16,7 @@ mod data;
 pub mod daterange;
 mod events;
 mod findings;
+mod firewall;
 mod fixes;
 mod history;
 mod incident;
@@ -61,8 +62,11 @@ pub struct Services {
     pub alerts: Arc<crate::alerts::Alerts>,
     /// The configuration in effect (changed by a reload; `App::cfg` is the start-up one).
     pub config: Arc<crate::config::Live>,
+    /// The firewall engine, or why it is absent.
+    pub firewall: crate::firewall::Handle,
 }
 
+pub use firewall::control as firewall_control;
 pub use router::{Access, Route, ROUTES};
 
 /// Facts about this daemon process, fixed at start (binary hash filled in once computed).

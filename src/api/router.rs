@@ -127,6 +127,77 @@ pub static ROUTES: &[Route] = &[
         action: "suppression.delete",
     },
     // -- end data routes --
+    // -- firewall (firewall.rs): admin scope, firewall internals --
+    get!(
+        "/api/v1/firewall/status",
+        Access::Admin,
+        super::firewall::status
+    ),
+    get!(
+        "/api/v1/firewall/check",
+        Access::Admin,
+        super::firewall::check
+    ),
+    Route {
+        path: "/api/v1/firewall/unban",
+        methods: &[("POST", super::firewall::unban)],
+        access: Access::Admin,
+        action: "firewall.unban",
+    },
+    Route {
+        path: "/api/v1/firewall/allow-ip",
+        methods: &[("POST", super::firewall::allow_ip)],
+        access: Access::Admin,
+        action: "firewall.allow_ip",
+    },
+    Route {
+        path: "/api/v1/firewall/remove-allow",
+        methods: &[("POST", super::firewall::remove_allow)],
+        access: Access::Admin,
+        action: "firewall.remove_allow",
+    },
+    Route {
+        path: "/api/v1/firewall/deny-subnet",
+        methods: &[("POST", super::firewall::deny_subnet)],
+        access: Access::Admin,
+        action: "firewall.deny_subnet",
+    },
+    Route {
+        path: "/api/v1/firewall/remove-subnet",
+        methods: &[("POST", super::firewall::remove_subnet)],
+        access: Access::Admin,
+        action: "firewall.remove_subnet",
+    },
+    Route {
+        path: "/api/v1/firewall/flush",
+        methods: &[("POST", super::firewall::flush)],
+        access: Access::Admin,
+        action: "firewall.flush",
+    },
+    Route {
+        path: "/api/v1/settings/firewall/tentative-apply",
+        methods: &[("POST", super::firewall::tentative_apply)],
+        access: Access::Admin,
+        action: "settings.firewall.tentative_apply",
+    },
+    Route {
+        path: "/api/v1/settings/firewall/confirm",
+        methods: &[("POST", super::firewall::confirm)],
+        access: Access::Admin,
+        action: "settings.firewall.confirm",
+    },
+    Route {
+        path: "/api/v1/settings/firewall/revert",
+        methods: &[("POST", super::firewall::revert)],
+        access: Access::Admin,
+        action: "settings.firewall.revert",
+    },
+    get!(
+        "/api/v1/settings/firewall/rollback",
+        Access::Admin,
+        super::firewall::rollback
+    ),
+    // -- end firewall --
     Route {
         path: "/api/v1/sessions",
         methods: &[

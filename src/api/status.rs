@@ -149,6 +149,9 @@ pub struct Snapshot<'a> {
     events: EventsInfo,
     #[serde(skip_serializing_if = "Option::is_none")]
     alerts: Option<Value>,
+    /// Firewall rollback timer: `state` (`none`, `pending`, `confirmed`, `reverted`, or
+    /// `unavailable` without the engine), and `deadline`, `remaining_seconds` while pending.
+    rollback: Value,
 }
 
 pub fn snapshot(app: &App) -> Snapshot<'_> {
@@ -180,7 +183,10 @@ pub fn snapshot(app: &App) -> Snapshot<'_> {
         findings_active: counts.0 + counts.1 + counts.2,
         incidents_open_by_severity: app.services.incidents.open_by_severity().into(),
         correlation_attribution: merged.then(|| correlation_attribution(app)),
-        blocklist_size: app.blocklist_size.load(Ordering::Relaxed),
+        blocklist_size: match &app.services.firewall {
+            crate::firewall::Handle::Active(f) => f.blocked_count(),
+            crate::firewall::Handle::Absent(_) => app.blocklist_size.load(Ordering::Relaxed),
+        },
         watchers: app.services.components.map(),
         sessions_active: app.sessions.count(),
         latest_scan: latest,
@@ -192,6 +198,7 @@ pub fn snapshot(app: &App) -> Snapshot<'_> {
             max_subscribers: app.services.events.max_subscribers(),
         },
         alerts: app.services.alerts.status(),
+        rollback: app.services.firewall.rollback_view(),
     }
 }
 

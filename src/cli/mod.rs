@@ -3,6 +3,7 @@
 pub mod check;
 pub mod control;
 pub mod doctor;
+pub mod firewall;
 pub mod reload;
 pub mod status;
 pub mod validate;
@@ -84,6 +85,11 @@ pub static SUBCOMMANDS: &[Subcommand] = &[
         name: "quarantine",
         summary: "list quarantined files, or restore one exactly (`svc quarantine list`, `svc quarantine restore ID`)",
         flags: &[("--json", "print JSON"), CONFIG_FLAG, ("--dev", "talk to a daemon started with --dev in this directory"), HELP_FLAG],
+    },
+    Subcommand {
+        name: "firewall",
+        summary: "the daemon's nftables firewall: status, list, check, block, unblock, allow, rollback (`svc firewall --help`)",
+        flags: firewall::FLAGS,
     },
     Subcommand {
         name: "version",
@@ -200,6 +206,9 @@ pub fn main(args: Vec<OsString>) -> i32 {
         eprint!("{}", usage());
         return 2;
     };
+    if cmd.name == "firewall" {
+        return firewall::run(args.collect());
+    }
     let flags = match parse_flags(cmd, args.collect()) {
         Ok(f) => f,
         Err(UsageError(msg)) => {

@@ -7,6 +7,7 @@
 //! - Loading never logs a secret; errors name keys, never token values.
 
 pub mod alerts;
+pub mod firewall;
 pub mod geoip;
 pub mod live;
 mod merge;
@@ -178,6 +179,8 @@ pub struct Engine {
     pub auth_new_address_mail: bool,
     /// `auto_response.quarantine`: move high-confidence malware into quarantine.
     pub auto_quarantine: bool,
+    /// `auto_response.dry_run`: automatic callers record the firewall blocks they would make.
+    pub auto_dry_run: bool,
     /// `checks.critical_interval_min` (0 disables the schedule).
     pub critical_interval_min: u64,
     /// `checks.deep_interval_min` (0 disables the schedule).
@@ -206,6 +209,7 @@ impl Default for Engine {
             auth_max_known_logins: 65_536,
             auth_new_address_mail: false,
             auto_quarantine: false,
+            auto_dry_run: true,
             critical_interval_min: 10,
             deep_interval_min: 60,
             checks_root: PathBuf::from("/"),
@@ -231,6 +235,8 @@ pub struct Config {
     pub dev: bool,
     /// `[alerts]`: hourly budget, minimum severity, notifiers.
     pub alerts: alerts::AlertsConfig,
+    /// `[firewall]`: the nftables engine.
+    pub firewall: firewall::FirewallConfig,
 }
 
 impl Config {
@@ -338,6 +344,7 @@ pub fn from_table(
     let engine = read_engine(&mut r, &mut errs);
     let geoip = geoip::read(&mut r, &mut errs);
     let alerts = alerts::read(&mut r, &mut errs);
+    let firewall = firewall::read(&mut r, &mut errs);
     r.finish(&mut errs);
 
     if !errs.0.is_empty() {
@@ -354,6 +361,7 @@ pub fn from_table(
         hash,
         dev: false,
         alerts,
+        firewall,
     })
 }
 
@@ -531,6 +539,7 @@ fn read_engine(root: &mut TableReader<'_>, errs: &mut Errors) -> Engine {
 
     let mut ar = root.table("auto_response", errs);
     let auto_quarantine = ar.bool("quarantine", false, errs);
+    let auto_dry_run = ar.bool("dry_run", true, errs);
     ar.finish(errs);
 
     let mut ck = root.table("checks", errs);
@@ -562,6 +571,7 @@ fn read_engine(root: &mut TableReader<'_>, errs: &mut Errors) -> Engine {
         auth_max_known_logins,
         auth_new_address_mail,
         auto_quarantine,
+        auto_dry_run,
         critical_interval_min,
         deep_interval_min,
         checks_root: PathBuf::from(checks_root),

@@ -62,6 +62,14 @@ pub static COMMANDS: &[Command] = &[
         summary: "restore one quarantined file exactly",
         run: |c, args| watch_command(c, "quarantine.restore", args),
     },
+    Command {
+        name: "firewall.*",
+        summary: "svc firewall: status, list, check, block, allow, subnets, flush, rollback",
+        run: |c, args| {
+            let name = args.get("_command").and_then(Value::as_str).unwrap_or("");
+            crate::api::firewall_control(&c.app, name, args)
+        },
+    },
     #[cfg(feature = "bench")]
     Command {
         name: "bench.inject",
@@ -80,10 +88,22 @@ fn watch_command(c: &Ctx, name: &str, args: &Value) -> Value {
 
 /// Answers `name`; `None` for an unknown command.
 pub fn dispatch(ctx: &Ctx, name: &str, args: &Value) -> Option<Value> {
-    COMMANDS
-        .iter()
-        .find(|c| c.name == name)
-        .map(|c| (c.run)(ctx, args))
+    let command = COMMANDS.iter().find(|c| match c.name.strip_suffix('*') {
+        // A family (`firewall.*`): every name with that prefix.
+        Some(prefix) => name.starts_with(prefix) && name.len() > prefix.len(),
+        None => c.name == name,
+    })?;
+    if command.name.ends_with('*') {
+        // The family's handler needs the full name.
+        let mut args = args.clone();
+        if let Value::Object(map) = &mut args {
+            map.insert("_command".into(), Value::String(name.to_string()));
+        } else {
+            args = serde_json::json!({ "_command": name });
+        }
+        return Some((command.run)(ctx, &args));
+    }
+    Some((command.run)(ctx, args))
 }
 
 #[cfg(test)]

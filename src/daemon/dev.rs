@@ -3,7 +3,8 @@
 //! State lives in `./.svc-dev/`, HTTPS listens on 127.0.0.1:9443, and an admin, a read and
 //! a metrics token are generated once into `./.svc-dev/tokens` (mode 0600). The file
 //! watcher covers `./.svc-dev/www` and the authentication-log watcher tails
-//! `./.svc-dev/auth.log`, so attacks can be tried by hand.
+//! `./.svc-dev/auth.log`, so attacks can be tried by hand. The firewall engine is off
+//! (`firewall.enabled = false`): a trial never changes the machine's nftables ruleset.
 
 use std::path::{Path, PathBuf};
 
@@ -82,7 +83,7 @@ pub fn config() -> Result<(Config, DevTokens), String> {
             .map_err(|e| format!("{}: {e}", auth_log.display()))?;
     }
     let text = format!(
-        "state_path = {state:?}\n[webui]\nlisten = {DEV_LISTEN:?}\nmetrics_token = {m:?}\n[[webui.tokens]]\nname = \"dev-admin\"\ntoken = {a:?}\nscope = \"admin\"\n[[webui.tokens]]\nname = \"dev-read\"\ntoken = {r:?}\nscope = \"read\"\n[logs]\nauth = [{log:?}]\n[files]\nwatch = [{www:?}]\n",
+        "state_path = {state:?}\n[webui]\nlisten = {DEV_LISTEN:?}\nmetrics_token = {m:?}\n[[webui.tokens]]\nname = \"dev-admin\"\ntoken = {a:?}\nscope = \"admin\"\n[[webui.tokens]]\nname = \"dev-read\"\ntoken = {r:?}\nscope = \"read\"\n[logs]\nauth = [{log:?}]\n[files]\nwatch = [{www:?}]\n[firewall]\nenabled = false\n",
         state = dir.display().to_string(),
         log = auth_log.display().to_string(),
         www = www.display().to_string(),

@@ -71,6 +71,40 @@ pub fn report(app: &App) -> Value {
         ),
     };
     checks.push(tls);
+    checks.push(match &app.services.firewall {
+        crate::firewall::Handle::Active(f) => {
+            let s = f.status();
+            let present = s["table_present"].as_bool().unwrap_or(false);
+            check(
+                "firewall",
+                if present { "ok" } else { "warning" },
+                format!(
+                    "table inet svc {}, mode {}, {} blocks, {} allowed{}",
+                    if present {
+                        "present"
+                    } else {
+                        "missing (re-creating)"
+                    },
+                    s["mode"].as_str().unwrap_or("?"),
+                    f.blocked_count(),
+                    s["allows"],
+                    s["last_error"]
+                        .as_str()
+                        .map(|e| format!(", last error: {e}"))
+                        .unwrap_or_default()
+                ),
+            )
+        }
+        crate::firewall::Handle::Absent(reason) => check(
+            "firewall",
+            if app.cfg.firewall.enabled {
+                "warning"
+            } else {
+                "ok"
+            },
+            format!("engine absent: {reason}"),
+        ),
+    });
     for c in app.services.components.rows() {
         let name = format!("collector:{}", c.name);
         checks.push(check(

@@ -150,6 +150,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         let incidents = incidents.clone();
         engine.subscribe(Box::new(move |f| incidents.observe(f)));
     }
+    let firewall = crate::firewall::start(&cfg, clock.clone(), store.clone(), &registry);
     let check_ctx = check_context(&cfg, clock.clone());
     let jobs = ScanJobs::new(
         clock.clone(),
@@ -194,6 +195,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         events: events.clone(),
         alerts: alerts.clone(),
         config: live.clone(),
+        firewall: firewall.clone(),
     };
     let app = Arc::new(App::new(cfg.clone(), clock, store.clone(), services));
     {
@@ -265,6 +267,7 @@ pub fn run(opts: Options) -> Result<(), String> {
     collectors.stop();
     jobs.shutdown(std::time::Duration::from_secs(3));
     engine.shutdown();
+    firewall.shutdown();
     // After the last finding: the final snapshot flush.
     incidents.shutdown();
     alerts.shutdown(std::time::Duration::from_secs(2));

@@ -8,6 +8,7 @@
 
 pub mod data;
 pub mod findings;
+pub mod firewall;
 pub mod history;
 pub mod incidents;
 pub mod quarantine;

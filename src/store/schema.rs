@@ -205,12 +205,29 @@ const MIGRATIONS: &[&str] = &[
         describe TEXT NOT NULL,
         body BLOB NOT NULL
     );",
+    // 8: firewall: who made a block, expiry index for purges, and the blocks automatic callers
+    // recorded in dry-run mode (see store/firewall.rs).
+    "ALTER TABLE blocked_ips ADD COLUMN created_by TEXT NOT NULL DEFAULT '';
+    CREATE INDEX blocked_ips_expires ON blocked_ips(expires) WHERE expires IS NOT NULL;
+    CREATE TABLE firewall_dry_run (
+        ip TEXT PRIMARY KEY,
+        reason TEXT NOT NULL,
+        source TEXT NOT NULL,
+        created_by TEXT NOT NULL DEFAULT '',
+        created INTEGER NOT NULL,
+        expires INTEGER
+    );",
 ];
 
 /// Applies pending migrations.
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    migrate_to(conn, MIGRATIONS.len())
+}
+
+/// Applies pending migrations up to version `last` (tests build older schemas with it).
+pub fn migrate_to(conn: &mut Connection, last: usize) -> rusqlite::Result<()> {
     let current: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    for (i, sql) in MIGRATIONS.iter().enumerate() {
+    for (i, sql) in MIGRATIONS.iter().enumerate().take(last) {
         let version = i as i64 + 1;
         if version <= current {
             continue;

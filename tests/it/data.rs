@@ -357,8 +357,9 @@ fn every_data_route_answers_its_scope_and_envelope() {
     let row = &items(&b)[0];
     assert_eq!(row["ip"], "203.0.113.9");
     assert_eq!(row["source"], "auto");
-    assert!(row["expires"].as_str().unwrap().ends_with('Z'));
-    assert!(row["created"].as_str().unwrap().ends_with('Z'));
+    assert!(row["expires_at"].as_str().unwrap().ends_with('Z'));
+    assert!(row["created_at"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(row["permanent"], false);
     // Export.
     let e = d.get("/api/v1/export", ADMIN).json();
     assert_eq!(e["whitelist"][0]["ip"], "192.0.2.10");

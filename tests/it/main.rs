@@ -14,6 +14,7 @@ mod authlog;
 mod data;
 mod engine;
 mod events;
+mod firewall;
 mod front;
 mod history;
 mod incidents;

@@ -48,9 +48,11 @@ pub fn temp_dir(tag: &str) -> PathBuf {
     dir
 }
 
+/// A config for a test daemon. The firewall engine is off: tests run as root, and only
+/// tests that create their own network namespace (tests/it/firewall.rs) may touch nftables.
 pub fn base_config(state: &Path) -> String {
     format!(
-        "state_path = {state:?}\n\n[webui]\nlisten = \"127.0.0.1:0\"\nmetrics_token = {METRICS:?}\n\n[[webui.tokens]]\nname = \"ops-admin\"\ntoken = {ADMIN:?}\nscope = \"admin\"\n\n[[webui.tokens]]\nname = \"dash-read\"\ntoken = {READ:?}\nscope = \"read\"\n",
+        "state_path = {state:?}\n\n[firewall]\nenabled = false\n\n[webui]\nlisten = \"127.0.0.1:0\"\nmetrics_token = {METRICS:?}\n\n[[webui.tokens]]\nname = \"ops-admin\"\ntoken = {ADMIN:?}\nscope = \"admin\"\n\n[[webui.tokens]]\nname = \"dash-read\"\ntoken = {READ:?}\nscope = \"read\"\n",
         state = state.display().to_string()
     )
 }
