@@ -22,7 +22,9 @@ pub struct Command {
     pub name: &'static str,
     /// What it does (for readers of the table; the CLI has its own help).
     pub summary: &'static str,
-    pub run: fn(&Ctx, &Value) -> Value,
+    /// Called with the context, the command's full name (a family such as `firewall.*`
+    /// serves several) and its arguments.
+    pub run: fn(&Ctx, &str, &Value) -> Value,
 }
 
 /// Every command the daemon answers.
@@ -30,51 +32,48 @@ pub static COMMANDS: &[Command] = &[
     Command {
         name: "ping",
         summary: "liveness: {ok: true}",
-        run: |_, _| json!({ "ok": true }),
+        run: |_, _, _| json!({ "ok": true }),
     },
     Command {
         name: "status",
         summary: "the status snapshot (GET /api/v1/status)",
-        run: |c, _| json!({ "snapshot": c.app.status_snapshot() }),
+        run: |c, _, _| json!({ "snapshot": c.app.status_snapshot() }),
     },
     Command {
         name: "doctor",
         summary: "named health checks",
-        run: |c, _| super::doctor::report(&c.app),
+        run: |c, _, _| super::doctor::report(&c.app),
     },
     Command {
         name: "check",
         summary: "a full scan, answered with its findings",
-        run: |c, _| super::run_check(&c.app),
+        run: |c, _, _| super::run_check(&c.app),
     },
     Command {
         name: "reload",
         summary: "re-read and apply the configuration (as SIGHUP does)",
-        run: |c, _| c.reloader.reload(Trigger::ControlSocket).to_json(),
+        run: |c, _, _| c.reloader.reload(Trigger::ControlSocket).to_json(),
     },
     Command {
         name: "quarantine.list",
         summary: "quarantined files",
-        run: |c, args| watch_command(c, "quarantine.list", args),
+        run: watch_command,
     },
     Command {
         name: "quarantine.restore",
         summary: "restore one quarantined file exactly",
-        run: |c, args| watch_command(c, "quarantine.restore", args),
+        run: watch_command,
     },
     Command {
         name: "firewall.*",
         summary: "svc firewall: status, list, check, block, allow, subnets, flush, rollback",
-        run: |c, args| {
-            let name = args.get("_command").and_then(Value::as_str).unwrap_or("");
-            crate::api::firewall_control(&c.app, name, args)
-        },
+        run: |c, name, args| crate::api::firewall_control(&c.app, name, args),
     },
     #[cfg(feature = "bench")]
     Command {
         name: "bench.inject",
         summary: "synthetic findings for benchmarks (feature bench only)",
-        run: |c, args| super::bench::inject(&c.app, args),
+        run: |c, _, args| super::bench::inject(&c.app, args),
     },
 ];
 
@@ -93,17 +92,7 @@ pub fn dispatch(ctx: &Ctx, name: &str, args: &Value) -> Option<Value> {
         Some(prefix) => name.starts_with(prefix) && name.len() > prefix.len(),
         None => c.name == name,
     })?;
-    if command.name.ends_with('*') {
-        // The family's handler needs the full name.
-        let mut args = args.clone();
-        if let Value::Object(map) = &mut args {
-            map.insert("_command".into(), Value::String(name.to_string()));
-        } else {
-            args = serde_json::json!({ "_command": name });
-        }
-        return Some((command.run)(ctx, &args));
-    }
-    Some((command.run)(ctx, args))
+    Some((command.run)(ctx, name, args))
 }
 
 #[cfg(test)]
