@@ -25,7 +25,7 @@ pub struct RestartKey {
 }
 
 /// Keys read once at start (listener, state directory, TLS pair, server limits, session
-/// deadlines, check schedule and layout, GeoIP databases).
+/// deadlines, check schedule and layout, GeoIP databases, firewall settings).
 pub static RESTART_KEYS: &[RestartKey] = &[
     RestartKey {
         key: "state_path",
@@ -74,6 +74,16 @@ pub static RESTART_KEYS: &[RestartKey] = &[
     RestartKey {
         key: "geoip.*",
         value: |c| format!("{:?}", c.geoip),
+    },
+    // The firewall engine reads its settings at start; live changes go through the
+    // rollback timer (`svc firewall` / `/api/v1/settings/firewall/tentative-apply`).
+    RestartKey {
+        key: "firewall.*",
+        value: |c| format!("{:?}", c.firewall),
+    },
+    RestartKey {
+        key: "auto_response.dry_run",
+        value: |c| c.engine.auto_dry_run.to_string(),
     },
 ];
 
