@@ -1,0 +1,549 @@
+//! [`Follower`]: the loop every log collector runs. It follows a set of files
+//! ([`FileSource`]), wakes on inotify ([`Waker`]), hands each complete line to the
+//! collector's [`LineHandler`], submits the findings to the findings engine and then the
+//! files' checkpoints, and publishes the `<name>.file_source` row and the watcher row.
+//!
+//! Guarantees:
+//! - **Latency.** A line appended to a followed file is read as soon as inotify reports the
+//!   write (no polling delay); polling remains as a safety net every [`SAFETY_NET_POLL`]
+//!   (every [`super::wake::FALLBACK_POLL`] when inotify is unavailable).
+//! - **Checkpoints after their findings.** After each poll of a file, the findings of its
+//!   lines are submitted first, then the file's position ([`Keys::position`]), so a restart
+//!   resumes after the last line whose findings were submitted before the position: the
+//!   dispatcher commits items in order. At most [`GROUP_FINDINGS`] findings are held
+//!   before they and a position are submitted together (a burst of findings is committed in
+//!   small groups, each followed by its position).
+//! - **Replay.** Each file also has a replay position ([`Keys::replay`]): the oldest position
+//!   read within the collector's detection window on the current inode. At start, the lines
+//!   between it and the position are fed to [`LineHandler::replay`] (no findings), so a
+//!   restart neither loses a half-counted window nor dispatches its findings again.
+//! - **Fingerprints.** The position's [`Checkpoint::fingerprint`] is saved under
+//!   [`Keys::fingerprint`] (the hash as the "inode", the offset it belongs to as the offset);
+//!   a resume whose bytes no longer match reads the file from its start.
+//! - **Backpressure, not loss.** Submissions wait up to [`SUBMIT_WAIT`] for room in
+//!   `findings.ingest`; the file is the buffer, and its unread bytes are the row's depth. A
+//!   finding still refused after that is a loss counted on `findings.ingest` (and logged,
+//!   once a minute).
+//! - **The row** (`<name>.file_source`, `depth_unit` bytes, `capacity_unavailable`,
+//!   `lag_basis` `consumer_progress`): `waiting` is the bytes of the open files not read
+//!   yet; a partial line at the end of a file has been read and is not waiting, so it never
+//!   looks like a stalled consumer. Progress is noted whenever bytes are read; `source_io`
+//!   while a file cannot be read.
+//! - **The watcher row** (a [`Component`]): attached while any file is open (whatever it is
+//!   doing, including discarding an over-long line); `events_total` counts lines read; the
+//!   counters `overlong_lines_total`, `truncations_total`, `rotations_total` and
+//!   `resumed_rotated_total` are published with it.
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::SharedClock;
+use crate::components::Component;
+use crate::findings::{Engine, Finding, Ingest};
+use crate::lograte::LogLimiter;
+use crate::queue::{Flag, QueueHealth};
+use crate::store::Store;
+
+use super::checkpoint::Checkpoint;
+use super::source::{FileSource, PollStats, MAX_LINE_BYTES};
+use super::wake::{WakeHandle, Waker};
+
+/// Safety-net poll interval while inotify works.
+pub const SAFETY_NET_POLL: Duration = Duration::from_secs(2);
+/// Findings held before they are submitted with a position.
+pub const GROUP_FINDINGS: usize = 16;
+/// How long a submission waits for room in `findings.ingest`.
+pub const SUBMIT_WAIT: Duration = Duration::from_secs(2);
+/// Largest replay at start (bytes); a longer window is replayed from its last part.
+pub const MAX_REPLAY_BYTES: u64 = 64 * 1024 * 1024;
+
+/// What a log collector plugs into the [`Follower`].
+pub trait LineHandler {
+    /// One complete line; findings go to `emit`.
+    fn line(&mut self, line: &str, emit: &mut dyn FnMut(Finding));
+    /// A line already processed before a restart (detection state only, no findings).
+    fn replay(&mut self, line: &str);
+    /// Called after every round (periodic expiry of state).
+    fn maintain(&mut self) {}
+}
+
+/// Checkpoint keys of one followed file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Keys {
+    /// `<prefix>:<path>`: (inode, end of the last line whose findings were submitted).
+    pub position: String,
+    /// `<prefix>-replay:<path>`: (inode, oldest offset read within the detection window).
+    pub replay: String,
+    /// `<prefix>-fp:<path>`: (fingerprint, the position offset it belongs to).
+    pub fingerprint: String,
+}
+
+impl Keys {
+    pub fn new(prefix: &str, path: &Path) -> Keys {
+        let p = path.display();
+        Keys {
+            position: format!("{prefix}:{p}"),
+            replay: format!("{prefix}-replay:{p}"),
+            fingerprint: format!("{prefix}-fp:{p}"),
+        }
+    }
+
+    /// The committed position with its fingerprint (when the fingerprint belongs to it),
+    /// and the replay offset (when on the same inode and not after the position).
+    pub fn load(&self, store: &Store) -> (Option<Checkpoint>, Option<u64>) {
+        let load = |key: &str| {
+            store
+                .read(|conn| crate::store::findings::load_checkpoint(conn, key))
+                .unwrap_or(None)
+        };
+        let Some((inode, offset)) = load(&self.position) else {
+            return (None, None);
+        };
+        let fp = load(&self.fingerprint)
+            .filter(|&(_, off)| off == offset)
+            .map(|(h, _)| h);
+        let replay = load(&self.replay)
+            .filter(|&(ino, from)| ino == inode && from <= offset)
+            .map(|(_, from)| from);
+        (Some(Checkpoint::new(inode, offset, fp)), replay)
+    }
+}
+
+/// Counters of a follower, published on its watcher row.
+struct Counters {
+    overlong: Arc<AtomicU64>,
+    truncations: Arc<AtomicU64>,
+    rotations: Arc<AtomicU64>,
+    resumed_rotated: Arc<AtomicU64>,
+}
+
+struct Followed {
+    keys: Keys,
+    source: FileSource,
+    /// Position last submitted.
+    submitted: Option<Checkpoint>,
+    /// Replay offset last submitted.
+    submitted_replay: Option<(u64, u64)>,
+    /// (monotonic nanos, inode, offset) at the start of recent polls, for the replay key.
+    reads: VecDeque<(i64, u64, u64)>,
+    last_error: Option<io::ErrorKind>,
+    reported: PollTotals,
+}
+
+/// Totals already published for one file.
+#[derive(Default, Clone, Copy)]
+struct PollTotals {
+    resumed_rotated: u64,
+}
+
+/// Follows a set of files for one collector. See the module documentation.
+pub struct Follower<H: LineHandler> {
+    name: &'static str,
+    files: Vec<Followed>,
+    handler: H,
+    waker: Waker,
+    engine: Arc<Engine>,
+    row: Arc<QueueHealth>,
+    component: Arc<Component>,
+    counters: Counters,
+    clock: SharedClock,
+    window_nanos: i64,
+    pending: Vec<Finding>,
+    limiter: LogLimiter,
+}
+
+impl<H: LineHandler> Follower<H> {
+    /// Prepares to follow `paths`: loads each file's checkpoint from `store`, replays the
+    /// open detection window into `handler`, and attaches every file (at its end without a
+    /// checkpoint), so that lines written from now on are read whenever [`Follower::run`]
+    /// starts. `prefix` names the checkpoint keys (`auth` for `auth:/var/log/auth.log`);
+    /// `window` is the handler's detection window (how far back the replay key reaches).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        name: &'static str,
+        prefix: &str,
+        paths: &[PathBuf],
+        window: Duration,
+        mut handler: H,
+        store: &Store,
+        engine: Arc<Engine>,
+        row: Arc<QueueHealth>,
+        component: Arc<Component>,
+        clock: SharedClock,
+    ) -> io::Result<Self> {
+        let mut files = Vec::with_capacity(paths.len());
+        for path in paths {
+            let keys = Keys::new(prefix, path);
+            let (position, replay) = keys.load(store);
+            let mut source = match position {
+                Some(cp) => {
+                    if let Some(from) = replay {
+                        let n = replay_range(path, cp.inode, from, cp.offset, &mut handler);
+                        if n > 0 {
+                            log::info!(
+                                "{name} {}: replayed {n} lines of the open detection window",
+                                crate::text::escape_path(path)
+                            );
+                        }
+                    }
+                    FileSource::resume(path, cp)
+                }
+                None => FileSource::new(path),
+            };
+            // Attach before the daemon reports itself started: lines written from now on
+            // are read, whenever the thread first polls.
+            if let Err(e) = source.attach() {
+                log::warn!("{name} {}: {e}", crate::text::escape_path(path));
+            }
+            files.push(Followed {
+                keys,
+                source,
+                submitted: position,
+                submitted_replay: None,
+                reads: VecDeque::new(),
+                last_error: None,
+                reported: PollTotals::default(),
+            });
+        }
+        let mut waker = Waker::new(paths)?;
+        for (i, f) in files.iter().enumerate() {
+            waker.arm(i, f.source.identity());
+        }
+        if let Some(why) = waker.degraded() {
+            log::warn!("{name}: {why}");
+        }
+        let counters = Counters {
+            overlong: component.counter("overlong_lines_total"),
+            truncations: component.counter("truncations_total"),
+            rotations: component.counter("rotations_total"),
+            resumed_rotated: component.counter("resumed_rotated_total"),
+        };
+        component
+            .attached
+            .store(files.iter().any(|f| f.source.is_open()), Ordering::Relaxed);
+        Ok(Follower {
+            name,
+            files,
+            handler,
+            waker,
+            engine,
+            row,
+            component,
+            counters,
+            window_nanos: i64::try_from(window.as_nanos()).unwrap_or(i64::MAX),
+            limiter: LogLimiter::per_minute(clock.clone()),
+            clock,
+            pending: Vec::with_capacity(GROUP_FINDINGS),
+        })
+    }
+
+    /// Wakes the running follower (for example after setting its stop flag).
+    pub fn wake_handle(&self) -> WakeHandle {
+        self.waker.handle()
+    }
+
+    pub fn handler(&self) -> &H {
+        &self.handler
+    }
+
+    /// Runs rounds until `stop`, waiting for inotify (or the safety net) between them.
+    pub fn run(mut self, stop: &AtomicBool) -> H {
+        while !stop.load(Ordering::Acquire) {
+            if self.round() {
+                continue;
+            }
+            if let Err(e) = self.waker.wait(SAFETY_NET_POLL) {
+                log::warn!("{}: waiting for changes failed: {e}", self.name);
+                std::thread::sleep(super::wake::FALLBACK_POLL);
+            }
+        }
+        self.handler
+    }
+
+    /// One round over every file. Returns true when a file has more to read now.
+    pub fn round(&mut self) -> bool {
+        let mut more = false;
+        let mut io_error = false;
+        let mut read_bytes = 0u64;
+        let mut lines = 0u64;
+        let now = self.clock.monotonic_nanos();
+        for i in 0..self.files.len() {
+            let (st, failed) = self.poll_file(i, now);
+            more |= st.more;
+            io_error |= failed;
+            read_bytes += st.bytes;
+            lines += st.lines;
+        }
+        self.handler.maintain();
+        let mut behind = 0u64;
+        let mut attached = false;
+        for (i, f) in self.files.iter().enumerate() {
+            behind = behind.saturating_add(f.source.bytes_behind());
+            attached |= f.source.is_open();
+            self.waker.arm(i, f.source.identity());
+        }
+        if read_bytes > 0 {
+            self.row.note_progress();
+        }
+        self.row.set_waiting(behind);
+        self.row.set_flag(Flag::SourceIo, io_error);
+        self.component.attached.store(attached, Ordering::Relaxed);
+        self.component.events_at(lines, self.clock.now());
+        more
+    }
+
+    /// Polls file `i` once, submits its findings and then its position.
+    fn poll_file(&mut self, i: usize, now: i64) -> (PollStats, bool) {
+        let Some(f) = self.files.get_mut(i) else {
+            return (PollStats::default(), false);
+        };
+        if let Some(cp) = f.source.checkpoint() {
+            if f.reads
+                .back()
+                .is_none_or(|&(_, ino, off)| (ino, off) != (cp.inode, cp.offset))
+            {
+                f.reads.push_back((now, cp.inode, cp.offset));
+            }
+        }
+        let handler = &mut self.handler;
+        let pending = &mut self.pending;
+        let polled = f.source.poll_with(&mut |line| {
+            handler.line(line, &mut |finding| pending.push(finding));
+            if pending.len() >= GROUP_FINDINGS {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        self.submit_pending();
+        let Some(f) = self.files.get_mut(i) else {
+            return (PollStats::default(), false);
+        };
+        let mut failed = false;
+        let st = match polled {
+            Ok(st) => {
+                if f.last_error.take().is_some() {
+                    log::info!(
+                        "{} {}: readable again",
+                        self.name,
+                        crate::text::escape_path(f.source.path())
+                    );
+                }
+                st
+            }
+            Err(e) => {
+                failed = true;
+                self.component.errors.fetch_add(1, Ordering::Relaxed);
+                if f.last_error != Some(e.kind()) {
+                    log::warn!(
+                        "{} {}: {e}",
+                        self.name,
+                        crate::text::escape_path(f.source.path())
+                    );
+                    f.last_error = Some(e.kind());
+                }
+                PollStats::default()
+            }
+        };
+        if st.overlong_lines > 0 {
+            self.counters
+                .overlong
+                .fetch_add(st.overlong_lines, Ordering::Relaxed);
+            let path = f.source.path().display().to_string();
+            crate::warn_limited!(
+                self.limiter,
+                "overlong_line",
+                &path,
+                "{} {}: skipped {} line(s) longer than {MAX_LINE_BYTES} bytes",
+                self.name,
+                crate::text::escape_controls(&path),
+                st.overlong_lines
+            );
+        }
+        if st.truncated {
+            // Earlier offsets in this inode describe content that is gone.
+            f.reads.clear();
+            self.counters.truncations.fetch_add(1, Ordering::Relaxed);
+            log::info!(
+                "{} {}: truncated or rewritten; reading it from its start",
+                self.name,
+                crate::text::escape_path(f.source.path())
+            );
+        }
+        if st.rotated {
+            self.counters.rotations.fetch_add(1, Ordering::Relaxed);
+        }
+        let resumed = f.source.totals().resumed_rotated;
+        if resumed > f.reported.resumed_rotated {
+            self.counters
+                .resumed_rotated
+                .fetch_add(resumed - f.reported.resumed_rotated, Ordering::Relaxed);
+            f.reported.resumed_rotated = resumed;
+        }
+        if let Some(cp) = f.source.checkpoint() {
+            // A file opened during this poll (rotation, appearance): its lines are within
+            // the window from where its reading started.
+            if !f.reads.iter().any(|&(_, ino, _)| ino == cp.inode) {
+                f.reads.push_back((now, cp.inode, f.source.start_offset()));
+            }
+        }
+        self.submit_checkpoint(i, now);
+        (st, failed)
+    }
+
+    /// Submits the held findings, waiting for room (the log is the buffer).
+    fn submit_pending(&mut self) {
+        for finding in self.pending.drain(..) {
+            let item = Ingest::Finding(Box::new(finding));
+            if !self.engine.submit_wait(item, SUBMIT_WAIT) {
+                crate::warn_limited!(
+                    self.limiter,
+                    "ingest_refused",
+                    self.name,
+                    "{}: a finding was refused by findings.ingest (counted there)",
+                    self.name
+                );
+            }
+        }
+    }
+
+    /// Submits file `i`'s replay position, fingerprint and position when the position moved.
+    fn submit_checkpoint(&mut self, i: usize, now: i64) {
+        let window = self.window_nanos;
+        let Some(f) = self.files.get_mut(i) else {
+            return;
+        };
+        let Some(cp) = f.source.checkpoint() else {
+            return;
+        };
+        if f.submitted == Some(cp) {
+            return;
+        }
+        // Oldest position read within the window, on the current inode.
+        while f
+            .reads
+            .front()
+            .is_some_and(|&(t, ino, _)| ino != cp.inode || now - t > window)
+        {
+            f.reads.pop_front();
+        }
+        let from = f
+            .reads
+            .front()
+            .map(|&(_, _, o)| o)
+            .unwrap_or(cp.offset)
+            .min(cp.offset);
+        let mut ok = true;
+        if f.submitted_replay != Some((cp.inode, from)) {
+            ok &= self.engine.submit_wait(
+                Ingest::Checkpoint {
+                    source: f.keys.replay.clone(),
+                    inode: cp.inode,
+                    offset: from,
+                },
+                SUBMIT_WAIT,
+            );
+            if ok {
+                f.submitted_replay = Some((cp.inode, from));
+            }
+        }
+        if let Some(h) = cp.fingerprint {
+            ok &= self.engine.submit_wait(
+                Ingest::Checkpoint {
+                    source: f.keys.fingerprint.clone(),
+                    inode: h,
+                    offset: cp.offset,
+                },
+                SUBMIT_WAIT,
+            );
+        }
+        ok &= self.engine.submit_wait(
+            Ingest::Checkpoint {
+                source: f.keys.position.clone(),
+                inode: cp.inode,
+                offset: cp.offset,
+            },
+            SUBMIT_WAIT,
+        );
+        if ok {
+            f.submitted = Some(cp);
+        }
+    }
+}
+
+/// Feeds lines `[from, to)` of the file with inode `ino` (the file at `path`, or a rotated
+/// sibling of it) to `handler.replay`. Returns the number of lines replayed. Reads in
+/// bounded chunks; at most [`MAX_REPLAY_BYTES`] (the last part of a longer range).
+fn replay_range<H: LineHandler>(
+    path: &Path,
+    ino: u64,
+    from: u64,
+    to: u64,
+    handler: &mut H,
+) -> usize {
+    let Some(mut file) = super::source::open_inode(path, ino) else {
+        return 0;
+    };
+    let Ok(md) = file.metadata() else { return 0 };
+    if from >= to || to > md.len() {
+        return 0;
+    }
+    let mut from = from;
+    let mut skip_first = false;
+    if to - from > MAX_REPLAY_BYTES {
+        from = to - MAX_REPLAY_BYTES;
+        skip_first = true;
+    }
+    if file.seek(SeekFrom::Start(from)).is_err() {
+        return 0;
+    }
+    let mut left = to - from;
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut partial: Vec<u8> = Vec::new();
+    let mut too_long = false;
+    let mut n = 0;
+    while left > 0 {
+        let want = usize::try_from(left).unwrap_or(buf.len()).min(buf.len());
+        let Some(dst) = buf.get_mut(..want) else {
+            break;
+        };
+        let got = match file.read(dst) {
+            Ok(0) => break,
+            Ok(k) => k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        left -= got as u64;
+        let mut chunk = buf.get(..got).unwrap_or(&[]);
+        while let Some(i) = memchr::memchr(b'\n', chunk) {
+            let piece = chunk.get(..i).unwrap_or(&[]);
+            chunk = chunk.get(i + 1..).unwrap_or(&[]);
+            too_long |= partial.len() + piece.len() > MAX_LINE_BYTES;
+            if !too_long && !skip_first && !(partial.is_empty() && piece.is_empty()) {
+                let line: &[u8] = if partial.is_empty() {
+                    piece
+                } else {
+                    partial.extend_from_slice(piece);
+                    &partial
+                };
+                handler.replay(&String::from_utf8_lossy(line));
+                n += 1;
+            }
+            skip_first = false;
+            too_long = false;
+            partial.clear();
+        }
+        if too_long || partial.len() + chunk.len() > MAX_LINE_BYTES {
+            too_long = true;
+            partial.clear();
+        } else {
+            partial.extend_from_slice(chunk);
+        }
+    }
+    n
+}
