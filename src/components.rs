@@ -134,3 +134,27 @@ impl Components {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_appear_on_the_row() {
+        let all = Components::default();
+        let c = all.add("auth_log", "log_watcher");
+        c.counter("overlong_lines_total")
+            .fetch_add(2, Ordering::Relaxed);
+        assert!(Arc::ptr_eq(
+            &c.counter("overlong_lines_total"),
+            &c.counter("overlong_lines_total")
+        ));
+        c.events_at(3, Timestamp::from_second(1_767_225_600).unwrap());
+        let row = &all.rows()[0];
+        assert_eq!(row.events_total, 3);
+        assert_eq!(row.counters.get("overlong_lines_total"), Some(&2));
+        let v = serde_json::to_value(row).unwrap();
+        assert_eq!(v["overlong_lines_total"], 2, "{v}");
+        assert_eq!(v["state"], "detached");
+    }
+}

@@ -20,10 +20,12 @@
 //! - **Fingerprints.** The position's [`Checkpoint::fingerprint`] is saved under
 //!   [`Keys::fingerprint`] (the hash as the "inode", the offset it belongs to as the offset);
 //!   a resume whose bytes no longer match reads the file from its start.
-//! - **Backpressure, not loss.** Submissions wait up to [`SUBMIT_WAIT`] for room in
-//!   `findings.ingest`; the file is the buffer, and its unread bytes are the row's depth. A
-//!   finding still refused after that is a loss counted on `findings.ingest` (and logged,
-//!   once a minute).
+//! - **Backpressure, not loss.** A burst is read no faster than the engine dispatches it:
+//!   while more than [`MAX_IN_FLIGHT`] findings of this follower wait in the engine, the
+//!   follower waits (up to [`SUBMIT_WAIT`] per group), so the backlog stays in the file
+//!   (the row's depth, in bytes) instead of memory. Submissions also wait up to
+//!   [`SUBMIT_WAIT`] for room in `findings.ingest`; a finding still refused after that is a
+//!   loss counted on `findings.ingest` (and logged, once a minute).
 //! - **The row** (`<name>.file_source`, `depth_unit` bytes, `capacity_unavailable`,
 //!   `lag_basis` `consumer_progress`): `waiting` is the bytes of the open files not read
 //!   yet; a partial line at the end of a file has been read and is not waiting, so it never
@@ -59,6 +61,10 @@ pub const SAFETY_NET_POLL: Duration = Duration::from_secs(2);
 pub const GROUP_FINDINGS: usize = 16;
 /// How long a submission waits for room in `findings.ingest`.
 pub const SUBMIT_WAIT: Duration = Duration::from_secs(2);
+/// Findings of this follower submitted and not yet dispatched, at most (estimated from the
+/// engine's counters): a burst is read no faster than the engine commits it, so the
+/// backlog stays in the file (bytes) rather than in memory (findings).
+pub const MAX_IN_FLIGHT: u64 = 512;
 /// Largest replay at start (bytes); a longer window is replayed from its last part.
 pub const MAX_REPLAY_BYTES: u64 = 64 * 1024 * 1024;
 
@@ -138,6 +144,9 @@ struct Followed {
 /// Totals already published for one file.
 #[derive(Default, Clone, Copy)]
 struct PollTotals {
+    overlong_lines: u64,
+    truncations: u64,
+    rotations: u64,
     resumed_rotated: u64,
 }
 
@@ -155,6 +164,10 @@ pub struct Follower<H: LineHandler> {
     window_nanos: i64,
     pending: Vec<Finding>,
     limiter: LogLimiter,
+    /// Findings submitted by this follower since it started.
+    submitted: u64,
+    /// The engine's dispatched + suppressed count when this follower started.
+    done_base: u64,
 }
 
 impl<H: LineHandler> Follower<H> {
@@ -183,7 +196,7 @@ impl<H: LineHandler> Follower<H> {
             let mut source = match position {
                 Some(cp) => {
                     if let Some(from) = replay {
-                        let n = replay_range(path, cp.inode, from, cp.offset, &mut handler);
+                        let n = replay_range(path, &cp, from, &mut handler);
                         if n > 0 {
                             log::info!(
                                 "{name} {}: replayed {n} lines of the open detection window",
@@ -231,7 +244,6 @@ impl<H: LineHandler> Follower<H> {
             files,
             handler,
             waker,
-            engine,
             row,
             component,
             counters,
@@ -239,6 +251,9 @@ impl<H: LineHandler> Follower<H> {
             limiter: LogLimiter::per_minute(clock.clone()),
             clock,
             pending: Vec::with_capacity(GROUP_FINDINGS),
+            submitted: 0,
+            done_base: engine_done(&engine),
+            engine,
         })
     }
 
@@ -351,9 +366,6 @@ impl<H: LineHandler> Follower<H> {
             }
         };
         if st.overlong_lines > 0 {
-            self.counters
-                .overlong
-                .fetch_add(st.overlong_lines, Ordering::Relaxed);
             let path = f.source.path().display().to_string();
             crate::warn_limited!(
                 self.limiter,
@@ -368,22 +380,38 @@ impl<H: LineHandler> Follower<H> {
         if st.truncated {
             // Earlier offsets in this inode describe content that is gone.
             f.reads.clear();
-            self.counters.truncations.fetch_add(1, Ordering::Relaxed);
             log::info!(
                 "{} {}: truncated or rewritten; reading it from its start",
                 self.name,
                 crate::text::escape_path(f.source.path())
             );
         }
-        if st.rotated {
-            self.counters.rotations.fetch_add(1, Ordering::Relaxed);
-        }
-        let resumed = f.source.totals().resumed_rotated;
-        if resumed > f.reported.resumed_rotated {
-            self.counters
-                .resumed_rotated
-                .fetch_add(resumed - f.reported.resumed_rotated, Ordering::Relaxed);
-            f.reported.resumed_rotated = resumed;
+        // Counters from the source's totals (they also cover what happened when the source
+        // attached or resumed, outside any poll).
+        let t = f.source.totals();
+        let r = &mut f.reported;
+        for (now, before, counter) in [
+            (
+                t.overlong_lines,
+                &mut r.overlong_lines,
+                &self.counters.overlong,
+            ),
+            (
+                t.truncations,
+                &mut r.truncations,
+                &self.counters.truncations,
+            ),
+            (t.rotations, &mut r.rotations, &self.counters.rotations),
+            (
+                t.resumed_rotated,
+                &mut r.resumed_rotated,
+                &self.counters.resumed_rotated,
+            ),
+        ] {
+            if now > *before {
+                counter.fetch_add(now - *before, Ordering::Relaxed);
+                *before = now;
+            }
         }
         if let Some(cp) = f.source.checkpoint() {
             // A file opened during this poll (rotation, appearance): its lines are within
@@ -398,6 +426,11 @@ impl<H: LineHandler> Follower<H> {
 
     /// Submits the held findings, waiting for room (the log is the buffer).
     fn submit_pending(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        self.pace();
+        self.submitted += self.pending.len() as u64;
         for finding in self.pending.drain(..) {
             let item = Ingest::Finding(Box::new(finding));
             if !self.engine.submit_wait(item, SUBMIT_WAIT) {
@@ -409,6 +442,27 @@ impl<H: LineHandler> Follower<H> {
                     self.name
                 );
             }
+        }
+    }
+
+    /// Waits (up to [`SUBMIT_WAIT`]) while more than [`MAX_IN_FLIGHT`] of this follower's
+    /// findings are not dispatched yet. The estimate counts every source's dispatches, so it
+    /// errs on the side of waiting less, never of blocking.
+    fn pace(&self) {
+        let in_flight = || {
+            let done = engine_done(&self.engine).saturating_sub(self.done_base);
+            self.submitted.saturating_sub(done)
+        };
+        if in_flight() <= MAX_IN_FLIGHT {
+            return;
+        }
+        // Over the limit: let the engine work off half before going on, checking at growing
+        // intervals (1 ms to 16 ms: few wakeups whether the engine is fast or slow).
+        let deadline = std::time::Instant::now() + SUBMIT_WAIT;
+        let mut nap = Duration::from_millis(1);
+        while in_flight() > MAX_IN_FLIGHT / 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(16));
         }
     }
 
@@ -476,21 +530,23 @@ impl<H: LineHandler> Follower<H> {
     }
 }
 
-/// Feeds lines `[from, to)` of the file with inode `ino` (the file at `path`, or a rotated
-/// sibling of it) to `handler.replay`. Returns the number of lines replayed. Reads in
-/// bounded chunks; at most [`MAX_REPLAY_BYTES`] (the last part of a longer range).
-fn replay_range<H: LineHandler>(
-    path: &Path,
-    ino: u64,
-    from: u64,
-    to: u64,
-    handler: &mut H,
-) -> usize {
-    let Some(mut file) = super::source::open_inode(path, ino) else {
+/// Findings the engine has finished with (dispatched into the active set, or suppressed).
+fn engine_done(engine: &Engine) -> u64 {
+    engine.counters.dispatched.load(Ordering::Relaxed)
+        + engine.counters.suppressed.load(Ordering::Relaxed)
+}
+
+/// Feeds the lines between `from` and the checkpoint `cp` of the file `cp` was taken in
+/// (the file at `path`, or a rotated sibling of it) to `handler.replay`, unless that file
+/// no longer holds the bytes before `cp` (rewritten: nothing to rebuild from). Returns the
+/// number of lines replayed. Reads in bounded chunks; at most [`MAX_REPLAY_BYTES`] (the last
+/// part of a longer range, from its first line start).
+fn replay_range<H: LineHandler>(path: &Path, cp: &Checkpoint, from: u64, handler: &mut H) -> usize {
+    let Some(mut file) = super::source::open_checkpoint_file(path, cp) else {
         return 0;
     };
-    let Ok(md) = file.metadata() else { return 0 };
-    if from >= to || to > md.len() {
+    let to = cp.offset;
+    if from >= to {
         return 0;
     }
     let mut from = from;

@@ -750,18 +750,32 @@ fn rotated_siblings(path: &Path) -> Vec<(PathBuf, fs::Metadata)> {
     out
 }
 
-/// Opens the file with inode `ino`: the file at `path`, or one of its rotated siblings.
-pub(crate) fn open_inode(path: &Path, ino: u64) -> Option<File> {
-    if let Ok(f) = File::open(path) {
-        if f.metadata().ok()?.ino() == ino {
-            return Some(f);
+/// Opens the file `cp` was taken in (the file at `path`, or one of its rotated siblings),
+/// when it still holds the bytes before `cp` (its fingerprint matches, or is unknown).
+pub(crate) fn open_checkpoint_file(path: &Path, cp: &Checkpoint) -> Option<File> {
+    let f = match File::open(path) {
+        Ok(f) if f.metadata().ok()?.ino() == cp.inode => f,
+        _ => {
+            let (p, _) = rotated_siblings(path)
+                .into_iter()
+                .find(|(_, md)| md.ino() == cp.inode)?;
+            let f = File::open(p).ok()?;
+            if f.metadata().ok()?.ino() != cp.inode {
+                return None;
+            }
+            f
+        }
+    };
+    let len = f.metadata().ok()?.len();
+    if cp.offset > len {
+        return None;
+    }
+    if let Some(want) = cp.fingerprint {
+        if read_window_before(&f, cp.offset).ok()?.fingerprint() != want {
+            return None;
         }
     }
-    let (p, _) = rotated_siblings(path)
-        .into_iter()
-        .find(|(_, md)| md.ino() == ino)?;
-    let f = File::open(p).ok()?;
-    (f.metadata().ok()?.ino() == ino).then_some(f)
+    Some(f)
 }
 
 /// The up to [`FINGERPRINT_BYTES`] bytes of `file` before `offset`.
