@@ -203,7 +203,10 @@ fn rule_applies(rule: &Rule, path: &Path) -> bool {
         .extensions
         .iter()
         .any(|e| e == "*" || (!ext.is_empty() && e.as_bytes() == ext))
-        || rule.file_names.iter().any(|n| n.as_bytes() == name.as_slice());
+        || rule
+            .file_names
+            .iter()
+            .any(|n| n.as_bytes() == name.as_slice());
     type_ok
         && (rule.path_contains.is_empty() || rule.path_contains.iter().any(|p| contains(bytes, p)))
         && !rule.path_excludes.iter().any(|p| contains(bytes, p))
@@ -290,9 +293,8 @@ fn main() {
     let corpus = write_corpus(&corpus_dir, count).expect("write corpus");
     // The rules svc applies to the corpus's files: the same set for every file of this
     // corpus (one file type, one path shape), which one YARA rule file can express.
-    let pattern = |f: &PathBuf| -> Vec<bool> {
-        set.rules().iter().map(|r| rule_applies(r, f)).collect()
-    };
+    let pattern =
+        |f: &PathBuf| -> Vec<bool> { set.rules().iter().map(|r| rule_applies(r, f)).collect() };
     let first = corpus.files.first().map(pattern).unwrap_or_default();
     let applied: Vec<&Rule> = set
         .rules()
@@ -305,7 +307,7 @@ fn main() {
     let uniform = corpus
         .files
         .iter()
-        .all(|f| pattern(f) == first && set.applies_to(f) == !applied.is_empty());
+        .all(|f| pattern(f) == first && set.applies_to(f) != applied.is_empty());
     if !uniform {
         println!("NOTE: rules do not apply uniformly to the corpus; the YARA file holds those of the first file");
     }
@@ -313,7 +315,11 @@ fn main() {
         "rules: {} shipped, {} applied by svc to the corpus's files ({})",
         set.rules().len(),
         applied.len(),
-        applied.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().join(" ")
+        applied
+            .iter()
+            .map(|r| r.id.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     if let Some(y) = arg(&args, "--yara-out") {
         let rules: Vec<Rule> = applied.iter().map(|r| (*r).clone()).collect();
@@ -346,7 +352,10 @@ fn main() {
             .filter(|f| set.scan_file(f).map(|m| !m.is_empty()).unwrap_or(false))
             .collect();
         flagged.sort();
-        let text: String = flagged.iter().map(|p| format!("{}\n", p.display())).collect();
+        let text: String = flagged
+            .iter()
+            .map(|p| format!("{}\n", p.display()))
+            .collect();
         std::fs::write(out, text).expect("write flagged list");
     }
 

@@ -6,8 +6,9 @@
 //! [`AuthCollector::start`] loads the checkpoints, replays the open detection windows and
 //! attaches to every log before it returns, so lines written after the daemon reports
 //! itself started are read. [`AuthCollector::stop`] stops the thread at once (it is woken,
-//! not polled) and removes the row, so a reload can start a new collector with the same
-//! names.
+//! not polled), waits until what it submitted is committed, and removes the row, so a
+//! reload can start a new collector with the same names that resumes where this one
+//! stopped.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -69,6 +70,7 @@ impl std::error::Error for StartError {}
 
 /// A running auth-log collector.
 pub struct AuthCollector {
+    engine: Arc<Engine>,
     stop: Arc<AtomicBool>,
     wake: WakeHandle,
     thread: Option<JoinHandle<()>>,
@@ -124,6 +126,7 @@ impl AuthCollector {
             })
             .map_err(StartError::Io)?;
         Ok(AuthCollector {
+            engine: engine.clone(),
             stop,
             wake,
             thread: Some(thread),
@@ -137,12 +140,16 @@ impl AuthCollector {
         self.wake.wake();
     }
 
-    /// Stops the thread (it finishes the round it is in, submitting what it read) and
-    /// removes the row.
+    /// Stops the thread (it finishes the round it is in, submitting what it read), waits
+    /// (up to 5 s) until what it submitted is committed, so that a collector started next
+    /// (a reload) resumes from its last position, and removes the row.
     pub fn stop(mut self) {
         self.request_stop();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        if !self.engine.flush(Duration::from_secs(5)) {
+            log::warn!("auth log: positions not committed within 5 s of stopping");
         }
     }
 }
@@ -238,7 +245,7 @@ mod tests {
                         Ok(Finding::new(
                             &r.get::<_, String>(0)?,
                             crate::findings::Severity::High,
-                            &r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                            r.get::<_, Option<String>>(1)?.unwrap_or_default(),
                             jiff::Timestamp::UNIX_EPOCH,
                         ))
                     })?;
@@ -303,7 +310,7 @@ mod tests {
         let auth = rig.dir.path().join("auth.log");
         append(&auth, "");
         {
-            let (mut f, _, _) = rig.follower(&[auth.clone()]);
+            let (mut f, _, _) = rig.follower(std::slice::from_ref(&auth));
             f.round();
             append(&auth, &(fail(1) + &fail(2) + &fail(3)));
             f.round();
@@ -312,14 +319,14 @@ mod tests {
         // Restart: the three failures are replayed (not emitted), two more complete the
         // attack: exactly one finding.
         append(&auth, &(fail(4) + &fail(5) + &fail(6)));
-        let (mut f, _, _) = rig.follower(&[auth.clone()]);
+        let (mut f, _, _) = rig.follower(std::slice::from_ref(&auth));
         f.round();
         let got = rig.findings();
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].check, "ssh_bruteforce");
         // And another restart with nothing new emits nothing.
         drop(f);
-        let (mut f, _, _) = rig.follower(&[auth.clone()]);
+        let (mut f, _, _) = rig.follower(std::slice::from_ref(&auth));
         f.round();
         assert_eq!(rig.findings().len(), 1);
     }
@@ -329,7 +336,7 @@ mod tests {
         let rig = Rig::new("coll-long");
         let auth = rig.dir.path().join("auth.log");
         append(&auth, "");
-        let (mut f, _, comp) = rig.follower(&[auth.clone()]);
+        let (mut f, _, comp) = rig.follower(std::slice::from_ref(&auth));
         f.round();
         // An over-long line, still without its newline.
         append(&auth, &"x".repeat(crate::watch::tail::MAX_LINE_BYTES + 100));
@@ -354,5 +361,65 @@ mod tests {
         );
         assert!(comp.attached.load(Ordering::Relaxed));
         assert_eq!(rig.findings().len(), 1, "lines after it are read");
+    }
+
+    #[test]
+    fn a_stopped_collector_can_be_started_again_and_resumes_where_it_stopped() {
+        let rig = Rig::new("coll-restart");
+        let auth = rig.dir.path().join("auth.log");
+        append(&auth, "");
+        let comps = Components::default();
+        let start = || {
+            AuthCollector::start(
+                std::slice::from_ref(&auth),
+                AuthThresholds::default(),
+                rig.clock.clone(),
+                &rig.engine,
+                &rig._reg,
+                &comps,
+                &rig.store,
+            )
+            .unwrap()
+        };
+        let wait_findings = |n: usize| {
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            loop {
+                let got = rig.findings().len();
+                if got >= n {
+                    return got;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{got} of {n} findings"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        };
+        let c = start();
+        assert!(rig._reg.snapshot().contains_key(ROW));
+        append(
+            &auth,
+            &(fail(1) + &fail(2) + &fail(3) + &fail(4) + &fail(5)),
+        );
+        assert_eq!(wait_findings(1), 1);
+        append(&auth, &fail(6));
+        c.stop();
+        assert!(
+            !rig._reg.snapshot().contains_key(ROW),
+            "the row leaves with it"
+        );
+        // Written while stopped: read by the next collector (a reload), nothing twice.
+        append(
+            &auth,
+            "Nov 21 20:15:01 h sshd[2]: Accepted password for root from 198.51.100.9 port 9 ssh2\n",
+        );
+        let c = start();
+        assert_eq!(wait_findings(2), 2);
+        c.stop();
+        let got = rig.findings();
+        assert_eq!(
+            got.iter().map(|f| f.check.as_str()).collect::<Vec<_>>(),
+            ["ssh_bruteforce", "ssh_root_login"]
+        );
     }
 }

@@ -33,8 +33,9 @@
 //!   while a file cannot be read.
 //! - **The watcher row** (a [`Component`]): attached while any file is open (whatever it is
 //!   doing, including discarding an over-long line); `events_total` counts lines read; the
-//!   counters `overlong_lines_total`, `truncations_total`, `rotations_total` and
-//!   `resumed_rotated_total` are published with it.
+//!   counters `overlong_lines_total`, `truncations_total`, `rotations_total`,
+//!   `resumed_rotated_total` and `resume_lost_total` (a restart whose checkpoint file could
+//!   not be found: its unread tail is lost) are published with it.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -126,6 +127,7 @@ struct Counters {
     truncations: Arc<AtomicU64>,
     rotations: Arc<AtomicU64>,
     resumed_rotated: Arc<AtomicU64>,
+    resume_lost: Arc<AtomicU64>,
 }
 
 struct Followed {
@@ -148,6 +150,7 @@ struct PollTotals {
     truncations: u64,
     rotations: u64,
     resumed_rotated: u64,
+    resume_lost: u64,
 }
 
 /// Follows a set of files for one collector. See the module documentation.
@@ -235,6 +238,7 @@ impl<H: LineHandler> Follower<H> {
             truncations: component.counter("truncations_total"),
             rotations: component.counter("rotations_total"),
             resumed_rotated: component.counter("resumed_rotated_total"),
+            resume_lost: component.counter("resume_lost_total"),
         };
         component
             .attached
@@ -406,6 +410,11 @@ impl<H: LineHandler> Follower<H> {
                 t.resumed_rotated,
                 &mut r.resumed_rotated,
                 &self.counters.resumed_rotated,
+            ),
+            (
+                t.resume_lost,
+                &mut r.resume_lost,
+                &self.counters.resume_lost,
             ),
         ] {
             if now > *before {
@@ -580,7 +589,7 @@ fn replay_range<H: LineHandler>(path: &Path, cp: &Checkpoint, from: u64, handler
             let piece = chunk.get(..i).unwrap_or(&[]);
             chunk = chunk.get(i + 1..).unwrap_or(&[]);
             too_long |= partial.len() + piece.len() > MAX_LINE_BYTES;
-            if !too_long && !skip_first && !(partial.is_empty() && piece.is_empty()) {
+            if !(too_long || skip_first || partial.is_empty() && piece.is_empty()) {
                 let line: &[u8] = if partial.is_empty() {
                     piece
                 } else {

@@ -296,7 +296,7 @@ mod tests {
         let d = temp("events");
         let log = d.join("auth.log");
         std::fs::write(&log, "x\n").unwrap();
-        let mut w = Waker::new(&[log.clone()]).unwrap();
+        let mut w = Waker::new(std::slice::from_ref(&log)).unwrap();
         assert!(w.degraded().is_none(), "{:?}", w.degraded());
         w.arm(0, id(&log));
         assert_eq!(w.wait(Duration::ZERO).unwrap(), Wakeup::Timeout);
