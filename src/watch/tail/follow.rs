@@ -8,7 +8,8 @@
 //!   write (no polling delay); polling remains as a safety net every [`SAFETY_NET_POLL`]
 //!   (every [`super::wake::FALLBACK_POLL`] when inotify is unavailable).
 //! - **Checkpoints after their findings.** After each poll of a file, the findings of its
-//!   lines are submitted first, then the file's position ([`Keys::position`]), so a restart
+//!   lines are submitted first, then the file's position ([`Keys::position`]; without
+//!   findings before it, at most every [`POSITION_EVERY`], and at stop), so a restart
 //!   resumes after the last line whose findings were submitted before the position: the
 //!   dispatcher commits items in order. At most [`GROUP_FINDINGS`] findings are held
 //!   before they and a position are submitted together (a burst of findings is committed in
@@ -58,6 +59,13 @@ use super::wake::{WakeHandle, Waker};
 
 /// Safety-net poll interval while inotify works.
 pub const SAFETY_NET_POLL: Duration = Duration::from_secs(2);
+/// Positions without findings before them are submitted at most this often per file (a
+/// restart re-reads at most this much of lines that produced no finding); a position that
+/// follows findings is submitted at once.
+pub const POSITION_EVERY: Duration = Duration::from_millis(250);
+/// Granularity of the replay bookkeeping: one remembered read position per file per this
+/// interval (bounds its memory to window / interval entries).
+const READS_EVERY_NS: i64 = 250_000_000;
 /// Findings held before they are submitted with a position.
 pub const GROUP_FINDINGS: usize = 16;
 /// How long a submission waits for room in `findings.ingest`.
@@ -135,6 +143,8 @@ struct Followed {
     source: FileSource,
     /// Position last submitted.
     submitted: Option<Checkpoint>,
+    /// When the position was last submitted (monotonic nanos).
+    submitted_at: i64,
     /// Replay offset last submitted.
     submitted_replay: Option<(u64, u64)>,
     /// (monotonic nanos, inode, offset) at the start of recent polls, for the replay key.
@@ -220,6 +230,7 @@ impl<H: LineHandler> Follower<H> {
                 keys,
                 source,
                 submitted: position,
+                submitted_at: i64::MIN,
                 submitted_replay: None,
                 reads: VecDeque::new(),
                 last_error: None,
@@ -276,11 +287,19 @@ impl<H: LineHandler> Follower<H> {
             if self.round() {
                 continue;
             }
-            if let Err(e) = self.waker.wait(SAFETY_NET_POLL) {
+            // A moved position not submitted yet is submitted by the round after
+            // POSITION_EVERY, whether or not the file changes meanwhile.
+            let timeout = if self.position_pending() {
+                POSITION_EVERY
+            } else {
+                SAFETY_NET_POLL
+            };
+            if let Err(e) = self.waker.wait(timeout) {
                 log::warn!("{}: waiting for changes failed: {e}", self.name);
                 std::thread::sleep(super::wake::FALLBACK_POLL);
             }
         }
+        self.flush_positions();
         self.handler
     }
 
@@ -322,10 +341,11 @@ impl<H: LineHandler> Follower<H> {
             return (PollStats::default(), false);
         };
         if let Some(cp) = f.source.checkpoint() {
-            if f.reads
-                .back()
-                .is_none_or(|&(_, ino, off)| (ino, off) != (cp.inode, cp.offset))
-            {
+            // Keep one position per interval: the older one, so the replay start is never
+            // later than the oldest line read within the window.
+            if f.reads.back().is_none_or(|&(t, ino, _)| {
+                ino != cp.inode || now.saturating_sub(t) >= READS_EVERY_NS
+            }) {
                 f.reads.push_back((now, cp.inode, cp.offset));
             }
         }
@@ -339,6 +359,7 @@ impl<H: LineHandler> Follower<H> {
                 ControlFlow::Continue(())
             }
         });
+        let had_findings = !self.pending.is_empty();
         self.submit_pending();
         let Some(f) = self.files.get_mut(i) else {
             return (PollStats::default(), false);
@@ -429,7 +450,7 @@ impl<H: LineHandler> Follower<H> {
                 f.reads.push_back((now, cp.inode, f.source.start_offset()));
             }
         }
-        self.submit_checkpoint(i, now);
+        self.submit_checkpoint(i, now, had_findings);
         (st, failed)
     }
 
@@ -475,9 +496,11 @@ impl<H: LineHandler> Follower<H> {
         }
     }
 
-    /// Submits file `i`'s replay position, fingerprint and position when the position moved.
-    fn submit_checkpoint(&mut self, i: usize, now: i64) {
+    /// Submits file `i`'s replay position, fingerprint and position when the position moved:
+    /// at once after findings (`urgent`), otherwise at most every [`POSITION_EVERY`].
+    fn submit_checkpoint(&mut self, i: usize, now: i64, urgent: bool) {
         let window = self.window_nanos;
+        let every = i64::try_from(POSITION_EVERY.as_nanos()).unwrap_or(i64::MAX);
         let Some(f) = self.files.get_mut(i) else {
             return;
         };
@@ -485,6 +508,9 @@ impl<H: LineHandler> Follower<H> {
             return;
         };
         if f.submitted == Some(cp) {
+            return;
+        }
+        if !urgent && now.saturating_sub(f.submitted_at) < every {
             return;
         }
         // Oldest position read within the window, on the current inode.
@@ -535,6 +561,24 @@ impl<H: LineHandler> Follower<H> {
         );
         if ok {
             f.submitted = Some(cp);
+            f.submitted_at = now;
+        }
+    }
+
+    /// Whether a file's position moved and is not submitted yet.
+    fn position_pending(&self) -> bool {
+        self.files.iter().any(|f| {
+            f.source
+                .checkpoint()
+                .is_some_and(|cp| f.submitted != Some(cp))
+        })
+    }
+
+    /// Submits every moved position now (at stop).
+    fn flush_positions(&mut self) {
+        let now = self.clock.monotonic_nanos();
+        for i in 0..self.files.len() {
+            self.submit_checkpoint(i, now, true);
         }
     }
 }
