@@ -203,17 +203,7 @@ fn a_log_rotated_while_the_daemon_was_down_is_read_from_the_rotated_file_first()
     append(&log, &failures("198.51.100.50", 3));
     wait_lines(&d, 3);
     // The first lines' position is committed with them; then the daemon goes away.
-    wait_until(20, "position committed", || {
-        let db = rusqlite::Connection::open(d.state.join("svc.db")).unwrap();
-        let off: i64 = db
-            .query_row(
-                "SELECT offset FROM source_checkpoints WHERE source = ?1",
-                [format!("auth:{}", log.display())],
-                |r| r.get(0),
-            )
-            .unwrap_or(0);
-        (off as u64 == std::fs::metadata(&log).unwrap().len()).then_some(())
-    });
+    wait_committed(&d, &log);
     assert_eq!(d.stop(), 0);
     // While down: two more failures in the old file, the file rotated away (logrotate's
     // default: rename), and a new file with a different attack.
@@ -226,6 +216,47 @@ fn a_log_rotated_while_the_daemon_was_down_is_read_from_the_rotated_file_first()
         has_bruteforce(i, "198.51.100.50") && has_bruteforce(i, "198.51.100.60")
     });
     assert_eq!(history_count(&d2, "ssh_bruteforce", "198.51.100.50"), 1);
+    assert_eq!(watcher(&d2)["resumed_rotated_total"], 1);
+}
+
+/// Waits until the committed position of `log` is at its end.
+fn wait_committed(d: &Daemon, log: &Path) {
+    wait_until(20, "position committed", || {
+        let db = rusqlite::Connection::open(d.state.join("svc.db")).unwrap();
+        let off: i64 = db
+            .query_row(
+                "SELECT offset FROM source_checkpoints WHERE source = ?1",
+                [format!("auth:{}", log.display())],
+                |r| r.get(0),
+            )
+            .unwrap_or(0);
+        (off as u64 == std::fs::metadata(log).unwrap().len()).then_some(())
+    });
+}
+
+#[test]
+fn a_log_rotated_by_copytruncate_while_the_daemon_was_down_loses_nothing() {
+    let (mut d, log) = start("auth-copytrunc-down");
+    append(&log, &failures("198.51.100.80", 3));
+    wait_lines(&d, 3);
+    wait_committed(&d, &log);
+    assert_eq!(d.stop(), 0);
+    // While down: two more failures, then logrotate's copytruncate (the copy keeps the
+    // unread lines, the live file is emptied in place), then new lines.
+    append(&log, &failures("198.51.100.80", 2));
+    std::fs::copy(&log, log.with_extension("log.1")).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    append(&log, &failures("198.51.100.81", 5));
+    let d2 = restart(&d);
+    wait_for(&d2, "findings from the copy and the emptied file", |i| {
+        has_bruteforce(i, "198.51.100.80") && has_bruteforce(i, "198.51.100.81")
+    });
+    assert_eq!(history_count(&d2, "ssh_bruteforce", "198.51.100.80"), 1);
     assert_eq!(watcher(&d2)["resumed_rotated_total"], 1);
 }
 

@@ -20,8 +20,11 @@
 //!   (the writer may not have reopened yet).
 //! - **Truncation.** When the open file becomes shorter than the read offset (copytruncate),
 //!   or the bytes before the offset no longer match what was read there (truncated and
-//!   refilled past the offset between two polls), reading restarts at 0; a held partial line
-//!   is dropped and counted.
+//!   refilled past the offset between two polls): if a rotated sibling holds the same bytes
+//!   before the offset (the copy of a copytruncate), reading continues there at the same
+//!   offset (lines written between the last read and the copy are not lost), then the file
+//!   from its start; otherwise reading restarts at 0 and a held partial line is dropped and
+//!   counted. The same copy is looked for at resume.
 //! - **Absence is not an error.** A missing path is retried at each poll, silently.
 //! - **Complete lines only.** A tail without `\n` is held until its newline arrives (except
 //!   the last line of a rotated-away file, which is complete). A line longer than
@@ -386,14 +389,27 @@ impl FileSource {
         if let Some(f) = live {
             let md = f.metadata()?;
             if md.ino() == cp.inode {
-                let at = if self.verify(&f, md.len(), &cp) {
-                    cp.offset
-                } else {
-                    self.totals.truncations += 1;
-                    st.truncated = true;
-                    0
-                };
-                self.install(f, &md, self.path.clone(), at, st);
+                if self.verify(&f, md.len(), &cp) {
+                    self.install(f, &md, self.path.clone(), cp.offset, st);
+                    return Ok(true);
+                }
+                self.totals.truncations += 1;
+                st.truncated = true;
+                // Rotated by copytruncate while down: the copy holds the bytes before the
+                // checkpoint and the unread lines after it; read it first.
+                if let Some(((copy, cmd, p), newer)) = self.find_copy(&cp) {
+                    self.totals.resumed_rotated += 1;
+                    self.backlog = newer.into();
+                    log::info!(
+                        "log {}: resuming in its copy {} at byte {}",
+                        crate::text::escape_path(&self.path),
+                        crate::text::escape_path(&p),
+                        cp.offset
+                    );
+                    self.install(copy, &cmd, p, cp.offset, st);
+                    return Ok(true);
+                }
+                self.install(f, &md, self.path.clone(), 0, st);
                 return Ok(true);
             }
         }
@@ -465,6 +481,33 @@ impl FileSource {
         Some(((file, md, found_path.clone()), newer))
     }
 
+    /// A rotated sibling that holds the bytes before `cp` (same fingerprint): the copy a
+    /// copytruncate rotation made (opened), and the siblings rotated after it, oldest first.
+    /// Needs the checkpoint's fingerprint.
+    #[allow(clippy::type_complexity)]
+    fn find_copy(&self, cp: &Checkpoint) -> Option<((File, fs::Metadata, PathBuf), Vec<PathBuf>)> {
+        cp.fingerprint?;
+        let mtime = |m: &fs::Metadata| (m.mtime(), m.mtime_nsec());
+        let mut siblings = rotated_siblings(&self.path);
+        // The newest copy first.
+        siblings.sort_by_key(|(_, m)| std::cmp::Reverse(mtime(m)));
+        let (i, found) = siblings.iter().enumerate().find_map(|(i, (p, _))| {
+            let f = File::open(p).ok()?;
+            let md = f.metadata().ok()?;
+            self.verify(&f, md.len(), cp)
+                .then(|| (i, (f, md, p.clone())))
+        })?;
+        // Siblings before it in this order are newer: read them oldest first.
+        let newer = siblings
+            .get(..i)
+            .unwrap_or(&[])
+            .iter()
+            .rev()
+            .map(|(p, _)| p.clone())
+            .collect();
+        Some((found, newer))
+    }
+
     /// Makes `file` the open file, reading from `at`.
     fn install(
         &mut self,
@@ -508,6 +551,27 @@ impl FileSource {
                 && read_window_before(file, self.offset)
                     .map(|w| w.bytes() != self.read_window.bytes())
                     .unwrap_or(false));
+        if rewritten && self.read_window.len() > 0 {
+            // copytruncate: the copy holds what was read and what was written after it
+            // before the truncation. Continue in the copy at the same offset (the held
+            // partial line included), then the live file from its start.
+            let cp = Checkpoint::new(self.id.1, self.offset, Some(self.read_window.fingerprint()));
+            if let Some(((copy, md, p), newer)) = self.find_copy(&cp) {
+                log::info!(
+                    "log {}: truncated; reading the rest of its copy {} first",
+                    crate::text::escape_path(&self.path),
+                    crate::text::escape_path(&p)
+                );
+                self.id = (md.dev(), md.ino());
+                self.size = md.len();
+                self.file = Some(copy);
+                self.open_path = p;
+                self.backlog = newer.into();
+                st.truncated = true;
+                self.totals.truncations += 1;
+                return Ok(());
+            }
+        }
         if rewritten {
             self.offset = 0;
             self.line_end = 0;
@@ -750,32 +814,42 @@ fn rotated_siblings(path: &Path) -> Vec<(PathBuf, fs::Metadata)> {
     out
 }
 
-/// Opens the file `cp` was taken in (the file at `path`, or one of its rotated siblings),
-/// when it still holds the bytes before `cp` (its fingerprint matches, or is unknown).
+/// Opens the file `cp` was taken in, when it still holds the bytes before `cp` (its
+/// fingerprint matches, or is unknown): the file at `path`, a rotated sibling with the
+/// checkpoint's inode (rename rotation), or a sibling with the same bytes before the
+/// checkpoint (the copy of a copytruncate rotation; needs the fingerprint).
 pub(crate) fn open_checkpoint_file(path: &Path, cp: &Checkpoint) -> Option<File> {
-    let f = match File::open(path) {
-        Ok(f) if f.metadata().ok()?.ino() == cp.inode => f,
-        _ => {
-            let (p, _) = rotated_siblings(path)
-                .into_iter()
-                .find(|(_, md)| md.ino() == cp.inode)?;
-            let f = File::open(p).ok()?;
-            if f.metadata().ok()?.ino() != cp.inode {
-                return None;
-            }
-            f
+    let holds = |f: &File| -> bool {
+        let Ok(md) = f.metadata() else { return false };
+        if cp.offset > md.len() {
+            return false;
+        }
+        match cp.fingerprint {
+            None => true,
+            Some(want) => read_window_before(f, cp.offset)
+                .map(|w| w.fingerprint() == want)
+                .unwrap_or(false),
         }
     };
-    let len = f.metadata().ok()?.len();
-    if cp.offset > len {
-        return None;
-    }
-    if let Some(want) = cp.fingerprint {
-        if read_window_before(&f, cp.offset).ok()?.fingerprint() != want {
-            return None;
+    let ino_of = |f: &File| f.metadata().map(|m| m.ino()).ok();
+    if let Ok(f) = File::open(path) {
+        if ino_of(&f) == Some(cp.inode) && holds(&f) {
+            return Some(f);
         }
     }
-    Some(f)
+    let siblings = rotated_siblings(path);
+    if let Some((p, _)) = siblings.iter().find(|(_, md)| md.ino() == cp.inode) {
+        if let Ok(f) = File::open(p) {
+            if ino_of(&f) == Some(cp.inode) && holds(&f) {
+                return Some(f);
+            }
+        }
+    }
+    cp.fingerprint?;
+    siblings.iter().find_map(|(p, _)| {
+        let f = File::open(p).ok()?;
+        holds(&f).then_some(f)
+    })
 }
 
 /// The up to [`FINGERPRINT_BYTES`] bytes of `file` before `offset`.

@@ -95,8 +95,7 @@ fn copytruncate_restarts_at_zero() {
     poll(&mut t);
     append(&p, b"x\npartial");
     assert_eq!(poll(&mut t).0, ["x"]);
-    // copytruncate: copy elsewhere, then truncate in place.
-    std::fs::copy(&p, d.path().join("auth.log.1")).unwrap();
+    // Truncated in place without a copy (or the copy was removed at once).
     OpenOptions::new()
         .write(true)
         .open(&p)
@@ -109,6 +108,33 @@ fn copytruncate_restarts_at_zero() {
     assert_eq!(lines, ["after"]);
     assert_eq!(t.totals().partial_dropped, 1);
     assert_eq!(t.totals().truncations, 1);
+}
+
+#[test]
+fn copytruncate_reads_the_rest_of_the_copy_first() {
+    let d = TempDir::new("trunc-copy");
+    let p = d.path().join("auth.log");
+    append(&p, b"history line that is long enough\n");
+    let mut t = FileSource::new(&p);
+    poll(&mut t);
+    append(&p, b"x\npartial");
+    assert_eq!(poll(&mut t).0, ["x"]);
+    // Written after the last read, then logrotate's copytruncate, then new lines.
+    append(&p, b" line\ny\n");
+    std::fs::copy(&p, d.path().join("auth.log.1")).unwrap();
+    OpenOptions::new()
+        .write(true)
+        .open(&p)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    append(&p, b"after\n");
+    let (lines, st) = poll(&mut t);
+    assert!(st.truncated);
+    assert_eq!(lines, ["partial line", "y", "after"]);
+    assert_eq!(t.totals().partial_dropped, 0);
+    append(&p, b"more\n");
+    assert_eq!(poll(&mut t).0, ["more"]);
 }
 
 #[test]
@@ -408,4 +434,32 @@ fn checkpoint_fingerprints_cover_the_bytes_before_the_offset() {
         r
     };
     assert_eq!(r.checkpoint(), Some(cp));
+}
+
+#[test]
+fn resume_after_a_copytruncate_while_down_reads_the_copy_first() {
+    let d = TempDir::new("resume-copy");
+    let p = d.path().join("auth.log");
+    append(&p, b"a1\na2\n");
+    let mut t = FileSource::from_start(&p);
+    assert_eq!(poll(&mut t).0, ["a1", "a2"]);
+    let cp = t.checkpoint().unwrap();
+    drop(t);
+    // While down: more lines, then logrotate's copytruncate (copy, truncate in place), then
+    // new lines in the (same inode) live file.
+    append(&p, b"a3\na4\n");
+    std::fs::copy(&p, d.path().join("auth.log.1")).unwrap();
+    OpenOptions::new()
+        .write(true)
+        .open(&p)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    append(&p, b"b1\n");
+    let mut r = FileSource::resume(&p, cp);
+    let (lines, _) = poll(&mut r);
+    assert_eq!(lines, ["a3", "a4", "b1"]);
+    assert_eq!(r.totals().resumed_rotated, 1);
+    append(&p, b"b2\n");
+    assert_eq!(poll(&mut r).0, ["b2"]);
 }
