@@ -203,8 +203,12 @@ impl Waker {
     /// Sleeps until a watched file changes, [`WakeHandle::wake`], or `timeout` (shortened to
     /// [`FALLBACK_POLL`] while degraded).
     pub fn wait(&mut self, timeout: Duration) -> io::Result<Wakeup> {
-        if self.dirs.len() < self.files.len() {
-            // A directory may have appeared since.
+        if self
+            .files
+            .iter()
+            .any(|f| f.path.parent().is_some_and(|d| !self.dirs.contains_key(d)))
+        {
+            // A directory may have appeared since (or come back after a deletion).
             self.watch_dirs();
         }
         let timeout = if self.inotify.is_none() || self.degraded.is_some() {
@@ -248,6 +252,15 @@ impl Waker {
             for ev in events {
                 any = true;
                 if ev.mask.contains(inotify::EventMask::Q_OVERFLOW) {
+                    relevant = true;
+                    continue;
+                }
+                if ev.mask.contains(inotify::EventMask::IGNORED)
+                    && self.dir_names.contains_key(&ev.wd)
+                {
+                    // A watched directory went away: watch it again once it is back.
+                    self.dir_names.remove(&ev.wd);
+                    self.dirs.retain(|_, wd| *wd != ev.wd);
                     relevant = true;
                     continue;
                 }
