@@ -225,7 +225,9 @@ fn latency(samples: usize) -> Latency {
     }
     stop.store(true, Ordering::Relaxed);
     let _ = t.join();
+    let dir = d.dir.clone();
     drop(d);
+    let _ = std::fs::remove_dir_all(dir);
     ms.sort_by(f64::total_cmp);
     Latency {
         p50: percentile(&ms, 0.50),
@@ -341,7 +343,10 @@ fn drain(text: &str, expected: u64) -> Drain {
         cpu_secs: cpu_seconds(pid) - cpu0,
         ingest_dropped: json_u64(&h["queues"]["findings.ingest"]["dropped_total"]),
     };
+    // The daemon's directory holds a copy of the whole log: remove it.
+    let dir = d.dir.clone();
     drop(d);
+    let _ = std::fs::remove_dir_all(dir);
     r
 }
 
