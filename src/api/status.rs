@@ -382,6 +382,7 @@ pub fn metrics(app: &App, _req: &Request, _c: &Caller) -> Response {
     event_metrics(&mut out, app);
     super::history::write_metrics(&mut out);
     queue_metrics(&mut out, &app.services.registry.snapshot());
+    super::metrics::watcher_metrics(&mut out, &app.services.components.rows());
     Response::new(
         200,
         "text/plain; version=0.0.4; charset=utf-8",
