@@ -253,6 +253,21 @@ fn init_logging() {
     let env = env_logger::Env::default().filter_or("SVC_LOG", "info");
     let logger = env_logger::Builder::from_env(env)
         .target(env_logger::Target::Stderr)
+        // One record is one line: control and bidirectional-override characters that reach
+        // a message from outside (file names, log lines, request paths) are escaped here for
+        // every line, so none can forge a line or recolour a terminal.
+        .format(|buf, record| {
+            use std::io::Write as _;
+            let ts = buf.timestamp();
+            let message = record.args().to_string();
+            writeln!(
+                buf,
+                "[{ts} {:<5} {}] {}",
+                record.level(),
+                record.target(),
+                crate::text::escape_controls(&message)
+            )
+        })
         .build();
     // Warnings a client can cause inside dependencies (rustls) are rate-limited.
     let _ = crate::http::logfilter::install(logger);

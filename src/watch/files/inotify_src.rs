@@ -110,7 +110,7 @@ impl InotifySource {
                 log::warn!(
                     "file watcher: max_watches ({}) reached; {} and others are not watched",
                     ctx.max_watches,
-                    dir.display()
+                    crate::text::escape_path(dir)
                 );
             }
             return Decision::Skip;
@@ -160,7 +160,7 @@ impl InotifySource {
                             log::warn!(
                                 "file watcher: kernel inotify watch limit reached at {} \
                                  (raise fs.inotify.max_user_watches)",
-                                dir.display()
+                                crate::text::escape_path(dir)
                             );
                         }
                     }
