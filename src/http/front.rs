@@ -105,7 +105,14 @@ pub(crate) struct Front {
     /// Connections that used up their read budget and have input left.
     again: Vec<Token>,
     events: Vec<EpollEvent>,
+    /// Connections closed since memory was last handed back (see [`TRIM_AFTER_CLOSES`]).
+    closed_since_trim: usize,
 }
+
+/// After this many closed connections (a flood ending), the allocator is asked to return
+/// the free pages their TLS and read buffers left (`sys::malloc::note_large`, at most once a
+/// second), so RSS falls back near idle instead of staying at its flood peak.
+const TRIM_AFTER_CLOSES: usize = 1024;
 
 fn conn_interest(out: bool) -> EpollFlags {
     let mut f = EpollFlags::EPOLLIN | EpollFlags::EPOLLRDHUP | EpollFlags::EPOLLET;
@@ -147,6 +154,7 @@ impl Front {
             stopping: None,
             again: Vec::new(),
             events: vec![EpollEvent::empty(); EVENTS],
+            closed_since_trim: 0,
         })
     }
 
@@ -447,6 +455,11 @@ impl Front {
             .store(self.open, Ordering::Relaxed);
         self.per_addr.remove(key);
         self.count(phase, -1);
+        self.closed_since_trim += 1;
+        if self.closed_since_trim >= TRIM_AFTER_CLOSES {
+            self.closed_since_trim = 0;
+            crate::sys::malloc::note_large();
+        }
     }
 
     fn close(&mut self, mut conn: Box<Conn>, polite: bool) {
