@@ -1,7 +1,8 @@
 //! svc: host security daemon for Linux web-hosting servers.
 //!
-//! See `../shared/DESIGN.md` for the architecture. Each module owns its data; the daemon
-//! builds every subsystem once and passes handles down.
+//! See `docs/architecture.md` for the architecture (threads, data flow, module map, queue
+//! rows, files on disk). Each module owns its data; the daemon builds every subsystem once
+//! and passes handles down.
 //!
 //! The compiler holds two rules: `unsafe` appears only in `sys` (each block with a
 //! `// SAFETY:` comment, `Cargo.toml` `[lints]`), and files inside trees users control are
