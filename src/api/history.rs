@@ -72,7 +72,7 @@ static SERVER_TZ: Mutex<Option<(Instant, TimeZone)>> = Mutex::new(None);
 /// `/etc/localtime`), looked up again at most every [`TZ_REFRESH`].
 ///
 /// The lookup reads the zone database on a short-lived thread: in debug builds jiff's
-/// parsing needs more stack than an HTTP worker's 256 KiB. Using a zone needs little.
+/// parsing needs more stack than an event-stream thread's 256 KiB. Using a zone needs little.
 pub fn server_tz() -> TimeZone {
     let mut cached = SERVER_TZ.lock();
     if let Some((at, tz)) = cached.as_ref() {

@@ -415,13 +415,10 @@ pub fn run(args: Vec<OsString>) -> i32 {
         }
     };
     let sock = state.join("svc.sock");
-    let answer = match crate::daemon::control::request(&sock, cmd, body, timeout) {
+    let answer = match super::control::request(&sock, cmd, body, timeout) {
         Ok(v) => v,
         Err(e) => {
-            eprintln!(
-                "svc firewall {sub}: the daemon is not running (cannot reach {}: {e})",
-                sock.display()
-            );
+            eprintln!("svc firewall {sub}: {e}");
             return 1;
         }
     };

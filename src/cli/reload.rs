@@ -54,17 +54,14 @@ fn list(v: &Value, key: &str) -> Vec<String> {
 pub fn run(flags: &Flags) -> i32 {
     let (state, local_errors) = locate(flags);
     let sock = state.join("svc.sock");
-    let answer = match crate::daemon::control::request(&sock, "reload", json!({}), TIMEOUT) {
+    let answer = match super::control::request(&sock, "reload", json!({}), TIMEOUT) {
         Ok(v) => v,
         Err(e) => {
             if !local_errors.is_empty() {
                 // Nothing to reload into anyway: the configuration is invalid.
                 print_errors(&local_errors);
             } else {
-                eprintln!(
-                    "svc reload: the daemon is not running (cannot reach {}: {e})",
-                    sock.display()
-                );
+                eprintln!("svc reload: {e}");
             }
             return 1;
         }

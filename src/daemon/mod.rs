@@ -1,9 +1,10 @@
 //! The supervisor: builds each subsystem once, starts threads, handles shutdown.
 //!
 //! Startup order: configuration (with legacy migration), state directory, store and its
-//! migrations, end leftover sessions, incidents (restored from the store), collectors,
-//! event bus and alerts (listeners of the engine; the alert spool replays what was left),
-//! TLS, HTTP listener, control socket. SIGHUP reloads the configuration (see [`reload`]).
+//! migrations, end leftover sessions, TLS (certificate made or loaded), the findings engine,
+//! suppressions, incidents (restored from the store), firewall, scan jobs, collectors, event
+//! bus and alerts (listeners of the engine; the alert spool replays what was left), engine
+//! start, HTTP listener, control socket. SIGHUP reloads the configuration (see [`reload`]).
 //! SIGTERM or SIGINT end event streams, stop the HTTP server and the control socket, stop
 //! the collectors and the engine, flush incident snapshots, stop the alert notifier, drain
 //! the store writer and exit 0.
