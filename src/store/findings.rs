@@ -11,7 +11,9 @@ fn ts(micros: i64) -> Timestamp {
     Timestamp::from_microsecond(micros).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
-/// Appends one history row per finding (one dispatch each).
+/// Appends one history row per finding (one dispatch each), then derives the day counts and
+/// the search index of the new rows ([`super::history::derive_pending`]) in the same
+/// transaction.
 pub fn insert_history(c: &Connection, findings: &[&Finding]) -> rusqlite::Result<()> {
     let mut st = c.prepare_cached(
         "INSERT INTO history(at, check_name, severity, message, details, account, ip, path) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
@@ -28,6 +30,7 @@ pub fn insert_history(c: &Connection, findings: &[&Finding]) -> rusqlite::Result
             f.path,
         ])?;
     }
+    super::history::derive_pending(c)?;
     Ok(())
 }
 

@@ -85,6 +85,8 @@ struct Counters {
     commits: AtomicU64,
     waiting: AtomicU64,
     last_error_failed: AtomicBool,
+    /// History rows not yet in the search index (updated by the writer).
+    unindexed: AtomicU64,
 }
 
 /// Snapshot of store health for status and metrics.
@@ -98,6 +100,9 @@ pub struct StoreHealth {
     pub commits: u64,
     pub writer_waiting: u64,
     pub writer_capacity: usize,
+    /// History rows written and counted but not yet in the search index: the writer indexes
+    /// them while no write waits (searches examine them directly meanwhile).
+    pub search_index_backlog: u64,
 }
 
 struct Inner {
@@ -143,7 +148,18 @@ impl Store {
         )?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // Statement journals (one per statement that may abort halfway) stay in memory.
+        conn.pragma_update(None, "temp_store", "MEMORY")?;
         schema::migrate(&mut conn)?;
+        {
+            // Rows written by other means (an older build, a restore, a tool) are derived now.
+            let tx = conn.transaction()?;
+            let n = history::derive_pending(&tx)?;
+            tx.commit()?;
+            if n > 0 {
+                log::info!("store: indexed {n} history rows written outside the daemon");
+            }
+        }
 
         let (tx, rx) = bounded::<Job>(WRITER_QUEUE);
         let inner = Arc::new(Inner {
@@ -250,6 +266,7 @@ impl Store {
             commits: c.commits.load(Ordering::Relaxed),
             writer_waiting: c.waiting.load(Ordering::Relaxed),
             writer_capacity: WRITER_QUEUE,
+            search_index_backlog: c.unindexed.load(Ordering::Relaxed),
         }
     }
 
@@ -262,9 +279,53 @@ impl Store {
     }
 }
 
+/// One step of the search index's backlog in its own transaction. Returns whether more
+/// rows wait.
+fn index_step(conn: &Connection, inner: &std::sync::Weak<Inner>) -> bool {
+    let step = (|| {
+        let tx = conn.unchecked_transaction()?;
+        let left = history::index_pending(&tx)?;
+        tx.commit()?;
+        Ok::<i64, rusqlite::Error>(left)
+    })();
+    match step {
+        Ok(left) => {
+            if let Some(inner) = inner.upgrade() {
+                inner
+                    .counters
+                    .unindexed
+                    .store(left.max(0) as u64, Ordering::Relaxed);
+            }
+            left > 0
+        }
+        Err(e) => {
+            log::warn!("store: search index step failed (retried after the next write): {e}");
+            false
+        }
+    }
+}
+
 fn writer_loop(conn: Connection, rx: Receiver<Job>, inner: std::sync::Weak<Inner>) {
     let mut batch: Vec<Job> = Vec::with_capacity(BATCH);
-    while let Ok(first) = rx.recv() {
+    // Whether the search index may have a backlog to work off while no job waits.
+    let mut indexing = true;
+    loop {
+        let first = if indexing {
+            match rx.try_recv() {
+                Ok(j) => j,
+                Err(crossbeam_channel::TryRecvError::Empty) => {
+                    indexing = index_step(&conn, &inner);
+                    continue;
+                }
+                Err(crossbeam_channel::TryRecvError::Disconnected) => break,
+            }
+        } else {
+            match rx.recv() {
+                Ok(j) => j,
+                Err(_) => break,
+            }
+        };
+        indexing = true;
         batch.push(first);
         while batch.len() < BATCH {
             match rx.try_recv() {
@@ -283,6 +344,10 @@ fn writer_loop(conn: Connection, rx: Receiver<Job>, inner: std::sync::Weak<Inner
             c.commits.fetch_add(1, Ordering::Relaxed);
             c.last_error_failed
                 .store(failed == n && failed > 0, Ordering::Relaxed);
+            if let Ok((indexed, newest)) = history::index_backlog(&conn) {
+                c.unindexed
+                    .store((newest - indexed).max(0) as u64, Ordering::Relaxed);
+            }
         }
         for (result, reply) in results {
             if let Some(reply) = reply {
