@@ -60,13 +60,21 @@ pub fn upsert_active(c: &Connection, findings: &[&Finding]) -> rusqlite::Result<
     Ok(())
 }
 
-pub fn delete_active(c: &Connection, keys: &[(String, String)]) -> rusqlite::Result<()> {
+/// Deletes the active rows of the given (check, message) keys.
+pub fn delete_active_keys<'a>(
+    c: &Connection,
+    keys: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> rusqlite::Result<()> {
     let mut st =
         c.prepare_cached("DELETE FROM active_findings WHERE check_name = ?1 AND message = ?2")?;
     for (check, message) in keys {
         st.execute(params![check, message])?;
     }
     Ok(())
+}
+
+pub fn delete_active(c: &Connection, keys: &[(String, String)]) -> rusqlite::Result<()> {
+    delete_active_keys(c, keys.iter().map(|(a, b)| (a.as_str(), b.as_str())))
 }
 
 fn finding_from_row(r: &Row<'_>) -> rusqlite::Result<Finding> {
