@@ -708,13 +708,12 @@ fn scanned_matches(
     Ok((out, capped))
 }
 
+/// (at, id) of matches, rows examined, whether more rows were there.
+type Examined = (Vec<(i64, i64)>, usize, bool);
+
 /// Runs a query yielding (id, at, matched) per examined row; stops after `cap` rows.
 /// Returns the matches, the rows examined, and whether more were there.
-fn collect_matches(
-    c: &Connection,
-    q: &Sql,
-    cap: usize,
-) -> rusqlite::Result<(Vec<(i64, i64)>, usize, bool)> {
+fn collect_matches(c: &Connection, q: &Sql, cap: usize) -> rusqlite::Result<Examined> {
     let mut st = c.prepare_cached(&q.text)?;
     let mut rows = st.query(params_from_iter(q.params.iter()))?;
     let mut out = Vec::new();

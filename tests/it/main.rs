@@ -10,5 +10,6 @@ mod engine;
 mod events;
 mod history;
 mod incidents;
+mod ingest;
 mod lifecycle;
 mod server;
