@@ -25,7 +25,9 @@
 //!   the dispatcher then only removes the keys it is handed that a rule still matches.
 //! - Batches hold at most [`BATCH`] items. Under light load a batch is whatever arrived during
 //!   the previous commit, so listeners get small bursts; under heavy load larger batches
-//!   amortise the transaction.
+//!   amortise the transaction. While one batch commits, the dispatcher prepares the next and
+//!   queues its commit behind it (commits keep their order); the snapshot after each batch is
+//!   published, and its listeners called, only once that batch's own commit is done.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
@@ -569,8 +571,24 @@ impl Engine {
     fn run(&self) {
         let mut batch: Vec<Ingest> = Vec::with_capacity(BATCH);
         let mut last_expiry = self.clock.monotonic_nanos();
+        // The batch whose commit is under way while the next one is prepared.
+        let mut pending: Option<InFlight> = None;
         loop {
-            match self.queue.pop_timeout(Duration::from_millis(500)) {
+            let first = if pending.is_some() {
+                // Something commits: take what is waiting now, else finish that commit.
+                match self.queue.try_pop() {
+                    Some(g) => Ok(g),
+                    None => {
+                        if let Some(p) = pending.take() {
+                            self.finish(&mut self.state.lock(), p);
+                        }
+                        continue;
+                    }
+                }
+            } else {
+                self.queue.pop_timeout(Duration::from_millis(500))
+            };
+            match first {
                 Ok(first) => {
                     let running = self.queue.health().start_running();
                     let mut ctl = None;
@@ -589,11 +607,16 @@ impl Engine {
                     }
                     let mut st = self.state.lock();
                     if !batch.is_empty() {
-                        let n = batch.len() as u64;
-                        self.process(&mut st, &mut batch, Mode::Live);
-                        self.in_flight.fetch_sub(n, Ordering::SeqCst);
+                        let next = self.prepare(&mut st, &mut batch, Mode::Live);
+                        if let Some(p) = pending.take() {
+                            self.finish(&mut st, p);
+                        }
+                        pending = Some(next);
                     }
                     if let Some(c) = ctl {
+                        if let Some(p) = pending.take() {
+                            self.finish(&mut st, p);
+                        }
                         self.serve(&mut st, c);
                     }
                     drop(st);
@@ -605,11 +628,17 @@ impl Engine {
             let now = self.clock.monotonic_nanos();
             if now - last_expiry > 60_000_000_000 {
                 last_expiry = now;
+                if let Some(p) = pending.take() {
+                    self.finish(&mut self.state.lock(), p);
+                }
                 self.expire_quiet_events();
             }
         }
         // Closed: drain whatever remains (not a loss).
         let mut st = self.state.lock();
+        if let Some(p) = pending.take() {
+            self.finish(&mut st, p);
+        }
         let mut rest = Vec::new();
         for item in self.queue.drain() {
             match item {
@@ -620,9 +649,7 @@ impl Engine {
         }
         while !rest.is_empty() {
             let mut chunk: Vec<Ingest> = rest.drain(..rest.len().min(BATCH)).collect();
-            let n = chunk.len() as u64;
             self.process(&mut st, &mut chunk, Mode::Live);
-            self.in_flight.fetch_sub(n, Ordering::SeqCst);
         }
     }
 
@@ -696,7 +723,16 @@ impl Engine {
     /// and calls the listeners. On store failure the batch's findings are parked first
     /// (replayed batches stay in their file).
     fn process(&self, st: &mut State, batch: &mut Vec<Ingest>, mode: Mode) {
+        let f = self.prepare(st, batch, mode);
+        self.finish(st, f);
+    }
+
+    /// The first half of [`process`](Self::process): applies the batch to the dispatcher's
+    /// own set (nobody sees it yet), takes the snapshot to publish after the commit, and
+    /// queues the commit.
+    fn prepare(&self, st: &mut State, batch: &mut Vec<Ingest>, mode: Mode) -> InFlight {
         self.counters.batches.fetch_add(1, Ordering::Relaxed);
+        let items = batch.len() as u64;
         let now = self.clock.now();
         let matcher: Option<Arc<Matcher>> = self
             .suppressor()
@@ -738,9 +774,10 @@ impl Engine {
         let evicted: Removed = st.active.evict_over(max_active);
         let n_evicted = evicted.keys.len() as u64;
         changes.extend(evicted.keys.into_iter().map(Change::Delete));
+        self.count_evicted(st, n_evicted);
         let (upserts, deletes) = final_changes(changes);
         let history2 = history.clone();
-        let result = self.store.write(move |c| {
+        let commit = self.store.write_pending(move |c| {
             let h: Vec<&Finding> = history2.iter().map(|f| &**f).collect();
             store::findings::insert_history(c, &h)?;
             let m: Vec<&Finding> = upserts.iter().map(|f| &**f).collect();
@@ -751,36 +788,55 @@ impl Engine {
             }
             Ok(())
         });
+        InFlight {
+            commit,
+            history,
+            dispatched,
+            snapshot: Arc::new(st.active.snapshot()),
+            kept_out,
+            items,
+            mode,
+        }
+    }
+
+    /// The second half of [`process`](Self::process): waits for the commit (parks the
+    /// findings when it failed), publishes the snapshot taken after the batch, and calls the
+    /// listeners.
+    fn finish(&self, _st: &mut State, f: InFlight) {
+        let result = f.commit.and_then(|p| p.wait());
         if let Err(e) = result {
-            match mode {
+            match f.mode {
                 Mode::Live => {
                     log::error!("findings: store refused a batch ({e}); parking its findings");
-                    self.park(&history);
+                    self.park(&f.history);
                 }
                 Mode::Replay => {
                     log::error!("state.pending: replay refused by the store ({e}); kept parked");
                     let health = self.pending_row.health();
                     let mut parked = self.parked.lock();
-                    parked.extend(history.iter().map(|f| (**f).clone()));
+                    parked.extend(f.history.iter().map(|f| (**f).clone()));
                     health.set_waiting(parked.len() as u64);
                 }
             }
         }
-        self.count_evicted(st, n_evicted);
-        self.publish(st);
+        *self.published.write() = f.snapshot;
         self.counters
             .dispatched
-            .fetch_add(dispatched.len() as u64, Ordering::Relaxed);
+            .fetch_add(f.dispatched.len() as u64, Ordering::Relaxed);
         self.counters
             .suppressed
-            .fetch_add(kept_out, Ordering::Relaxed);
+            .fetch_add(f.kept_out, Ordering::Relaxed);
         let listeners = self.listeners.read();
         if !listeners.is_empty() {
-            for f in &dispatched {
+            for d in &f.dispatched {
                 for l in listeners.iter() {
-                    l(f);
+                    l(d);
                 }
             }
+        }
+        drop(listeners);
+        if f.mode == Mode::Live {
+            self.in_flight.fetch_sub(f.items, Ordering::SeqCst);
         }
     }
 
@@ -811,6 +867,19 @@ impl Engine {
             }
         }
     }
+}
+
+/// A batch applied to the dispatcher's set whose commit is under way.
+struct InFlight {
+    commit: Result<crate::store::PendingWrite<()>, StoreError>,
+    history: Vec<Arc<Finding>>,
+    /// Active-set entries after the merge, for the listeners.
+    dispatched: Vec<Arc<Finding>>,
+    /// The set after this batch, published once it is committed.
+    snapshot: Arc<Snapshot>,
+    kept_out: u64,
+    items: u64,
+    mode: Mode,
 }
 
 /// A change of one active row within a batch.

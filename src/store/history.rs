@@ -32,7 +32,7 @@
 //! - [`derive_pending`] counts new rows into `history_daily` in the transaction that wrote
 //!   them (the findings dispatcher's commit), so totals are exact at every commit.
 //! - The search index trails: the store's writer indexes [`INDEX_STEP`] rows at a time
-//!   whenever no write waits ([`index_pending`]), so bursts of findings are committed at
+//!   whenever no write came for a moment ([`index_pending`]), so bursts of findings are committed at
 //!   full speed and indexed right after. When the backlog exceeds [`MAX_UNINDEXED`] rows,
 //!   writers of new rows index a step themselves, which bounds it under sustained load.
 //!   The backlog is visible as `search_index_backlog` in the store's health.
@@ -737,7 +737,7 @@ fn collect_matches(c: &Connection, q: &Sql, cap: usize) -> rusqlite::Result<Exam
 /// bounded even when ingest outpaces the index for a long time.
 pub const MAX_UNINDEXED: i64 = 1_000_000;
 /// Rows indexed per step when the backlog is worked off.
-pub const INDEX_STEP: i64 = 4_096;
+pub const INDEX_STEP: i64 = 2_048;
 
 /// The derived-table watermarks: the newest history ids counted in `history_daily` and
 /// indexed in `history_fts`.

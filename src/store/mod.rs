@@ -29,6 +29,8 @@ use serde::Serialize;
 pub const WRITER_QUEUE: usize = 4096;
 /// Jobs committed together at most.
 const BATCH: usize = 512;
+/// Quiet time after which the writer works on the search index's backlog.
+const IDLE: Duration = Duration::from_millis(2);
 /// How long a waiting writer caller waits for its commit.
 const WRITE_WAIT: Duration = Duration::from_secs(10);
 /// Page cache of each pooled read connection, KiB (SQLite's default is 2 MiB). Up to eight
@@ -111,6 +113,27 @@ struct Inner {
     readers: Mutex<Vec<Connection>>,
     counters: Counters,
     writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// A queued write ([`Store::write_pending`]).
+pub struct PendingWrite<R> {
+    rx: Receiver<Result<Output, StoreError>>,
+    _out: std::marker::PhantomData<fn() -> R>,
+}
+
+impl<R: 'static> PendingWrite<R> {
+    /// Waits for the commit (at most the store's write wait; then the outcome is unknown).
+    pub fn wait(self) -> Result<R, StoreError> {
+        match self.rx.recv_timeout(WRITE_WAIT) {
+            Ok(Ok(out)) => out
+                .downcast::<R>()
+                .map(|b| *b)
+                .map_err(|_| StoreError::Closed),
+            Ok(Err(e)) => Err(e),
+            Err(RecvTimeoutError::Timeout) => Err(StoreError::Timeout),
+            Err(RecvTimeoutError::Disconnected) => Err(StoreError::Closed),
+        }
+    }
 }
 
 /// Handle to the store; cheap to clone.
@@ -206,20 +229,25 @@ impl Store {
         R: Send + 'static,
         F: FnOnce(&Connection) -> rusqlite::Result<R> + Send + 'static,
     {
+        self.write_pending(f)?.wait()
+    }
+
+    /// Queues `f` on the writer thread; [`PendingWrite::wait`] waits for its commit. Lets a
+    /// caller prepare its next write while this one commits (jobs commit in queue order).
+    pub fn write_pending<R, F>(&self, f: F) -> Result<PendingWrite<R>, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<R> + Send + 'static,
+    {
         let (rtx, rrx) = bounded(1);
         self.submit(Job {
             work: Box::new(move |c| f(c).map(|r| Box::new(r) as Output)),
             reply: Some(rtx),
         })?;
-        match rrx.recv_timeout(WRITE_WAIT) {
-            Ok(Ok(out)) => out
-                .downcast::<R>()
-                .map(|b| *b)
-                .map_err(|_| StoreError::Closed),
-            Ok(Err(e)) => Err(e),
-            Err(RecvTimeoutError::Timeout) => Err(StoreError::Timeout),
-            Err(RecvTimeoutError::Disconnected) => Err(StoreError::Closed),
-        }
+        Ok(PendingWrite {
+            rx: rrx,
+            _out: std::marker::PhantomData,
+        })
     }
 
     /// Queues `f` on the writer thread without waiting. Refusal is counted.
@@ -305,19 +333,67 @@ fn index_step(conn: &Connection, inner: &std::sync::Weak<Inner>) -> bool {
     }
 }
 
+/// How busy the writer was with jobs lately: the share of wall time spent running them,
+/// over windows of [`LOAD_WINDOW`].
+struct Load {
+    window_start: std::time::Instant,
+    busy: Duration,
+    last: f64,
+}
+
+/// Length of one [`Load`] window.
+const LOAD_WINDOW: Duration = Duration::from_millis(250);
+/// The search index's backlog is worked off only while the writer spent less than this share
+/// of its time on jobs (in the last window and so far in this one), so a burst of writes is
+/// not slowed by indexing and the index catches up as soon as the burst ends.
+const INDEX_BELOW_LOAD: f64 = 0.5;
+
+impl Load {
+    fn new() -> Load {
+        Load {
+            window_start: std::time::Instant::now(),
+            busy: Duration::ZERO,
+            last: 0.0,
+        }
+    }
+
+    fn add(&mut self, busy: Duration) {
+        self.busy += busy;
+        let elapsed = self.window_start.elapsed();
+        if elapsed >= LOAD_WINDOW {
+            self.last = self.busy.as_secs_f64() / elapsed.as_secs_f64();
+            self.window_start = std::time::Instant::now();
+            self.busy = Duration::ZERO;
+        }
+    }
+
+    fn light(&self) -> bool {
+        let elapsed = self.window_start.elapsed().max(Duration::from_millis(20));
+        self.last < INDEX_BELOW_LOAD
+            && self.busy.as_secs_f64() / elapsed.as_secs_f64() < INDEX_BELOW_LOAD
+    }
+}
+
 fn writer_loop(conn: Connection, rx: Receiver<Job>, inner: std::sync::Weak<Inner>) {
     let mut batch: Vec<Job> = Vec::with_capacity(BATCH);
     // Whether the search index may have a backlog to work off while no job waits.
     let mut indexing = true;
+    let mut load = Load::new();
     loop {
         let first = if indexing {
-            match rx.try_recv() {
+            // Idle means no job for a moment, not merely an empty queue between two jobs
+            // of a caller that writes again at once, and a light load lately.
+            match rx.recv_timeout(IDLE) {
                 Ok(j) => j,
-                Err(crossbeam_channel::TryRecvError::Empty) => {
-                    indexing = index_step(&conn, &inner);
+                Err(RecvTimeoutError::Timeout) => {
+                    if load.light() {
+                        indexing = index_step(&conn, &inner);
+                    } else {
+                        load.add(Duration::ZERO);
+                    }
                     continue;
                 }
-                Err(crossbeam_channel::TryRecvError::Disconnected) => break,
+                Err(RecvTimeoutError::Disconnected) => break,
             }
         } else {
             match rx.recv() {
@@ -334,7 +410,9 @@ fn writer_loop(conn: Connection, rx: Receiver<Job>, inner: std::sync::Weak<Inner
             }
         }
         let n = batch.len() as u64;
+        let started = std::time::Instant::now();
         let results = run_batch(&conn, &mut batch);
+        load.add(started.elapsed());
         if let Some(inner) = inner.upgrade() {
             let c = &inner.counters;
             c.waiting.fetch_sub(n, Ordering::Relaxed);

@@ -188,8 +188,27 @@ const MIGRATIONS: &[&str] = &[
     // INSERT open a statement journal, and FTS5 flushes its pending terms at every statement
     // savepoint, so each row became its own index segment. `daily_upto` and `fts_upto` are
     // the newest history ids counted in `history_daily` and indexed in `history_fts`. The
-    // delete and update triggers stay, for rows already derived.
-    "DROP TRIGGER history_daily_ai;
+    // delete and update triggers stay, for rows already derived. `active_findings` becomes a
+    // WITHOUT ROWID table: one b-tree keyed by (check, message) instead of a table and its
+    // key index, so an upsert touches one b-tree.
+    "CREATE TABLE active_findings_new (
+        check_name TEXT NOT NULL,
+        message TEXT NOT NULL,
+        severity INTEGER NOT NULL,
+        details TEXT NOT NULL,
+        account TEXT,
+        ip TEXT,
+        path TEXT,
+        first_seen INTEGER NOT NULL,
+        last_seen INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        PRIMARY KEY (check_name, message)
+    ) WITHOUT ROWID;
+    INSERT INTO active_findings_new SELECT check_name, message, severity, details, account, ip,
+        path, first_seen, last_seen, count FROM active_findings;
+    DROP TABLE active_findings;
+    ALTER TABLE active_findings_new RENAME TO active_findings;
+    DROP TRIGGER history_daily_ai;
     DROP TRIGGER history_fts_ai;
     DROP TRIGGER history_daily_ad;
     DROP TRIGGER history_daily_au;
