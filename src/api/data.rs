@@ -166,7 +166,8 @@ pub fn enriched(app: &App, req: &Request, _c: &Caller) -> Response {
         }
     }
     let (offset, limit) = tri!(super::findings::paging(req));
-    let snap = app.services.engine.snapshot();
+    let listing = app.services.engine.listing();
+    let snap = listing.snapshot();
     let counts = snap.counts();
     let check_types: BTreeMap<&str, CheckType> = counts
         .by_check
@@ -184,14 +185,11 @@ pub fn enriched(app: &App, req: &Request, _c: &Caller) -> Response {
         })
         .collect();
     let (critical, high, warning) = snap.severity_counts();
-    let page = snap.page(offset, limit);
-    let total = snap.len();
+    let page = listing.page(offset, limit);
+    let total = listing.items().len();
     let truncated = offset.saturating_add(page.len()) < total;
     let mut users = None;
-    let items: Vec<Enriched<'_>> = page
-        .into_iter()
-        .map(|f| enrich(app, f, &mut users))
-        .collect();
+    let items: Vec<Enriched<'_>> = page.iter().map(|f| enrich(app, f, &mut users)).collect();
     Response::json(
         200,
         &EnrichedPage {

@@ -1,10 +1,14 @@
 //! Findings routes: `/api/v1/findings` (the active set, paged) and the paging rules shared
 //! with `/api/v1/findings/enriched`.
 //!
-//! Both routes read one published snapshot of the active set (an `Arc` copy; no lock is held
-//! while the page is selected and encoded), select the page without sorting the whole set
-//! ([`crate::findings::active::Snapshot::page`]), and encode the body once, straight from
-//! the findings into the response buffer.
+//! Both routes page through the engine's shared [`Listing`] of the active set (sorted at most
+//! once a second while findings arrive, see [`crate::findings::engine::LISTING_MAX_AGE`];
+//! no lock the dispatcher takes is held while it is built, paged or encoded), and encode
+//! the body once, straight from the findings into the response buffer.
+//!
+//! [`Listing`]: crate::findings::engine::Listing
+
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -30,10 +34,16 @@ pub(super) fn paging(req: &Request) -> Result<(usize, usize), Response> {
     Ok((offset as usize, limit as usize))
 }
 
+/// Serialises shared findings as the findings themselves.
+fn shared_findings<S: serde::Serializer>(items: &&[Arc<Finding>], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(items.iter().map(|f| &**f))
+}
+
 /// The list envelope of a page.
 #[derive(Serialize)]
 struct Page<'a> {
-    items: Vec<&'a Finding>,
+    #[serde(serialize_with = "shared_findings")]
+    items: &'a [Arc<Finding>],
     total: usize,
     offset: usize,
     limit: usize,
@@ -44,9 +54,9 @@ struct Page<'a> {
 /// severity first, newest first within a severity; `limit` 1-10,000 (default 1,000).
 pub fn list(app: &App, req: &Request, _c: &Caller) -> Response {
     let (offset, limit) = tri!(paging(req));
-    let snap = app.services.engine.snapshot();
-    let items = snap.page(offset, limit);
-    let total = snap.len();
+    let listing = app.services.engine.listing();
+    let items = listing.page(offset, limit);
+    let total = listing.items().len();
     let truncated = offset.saturating_add(items.len()) < total;
     Response::json(
         200,

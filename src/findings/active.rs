@@ -265,20 +265,26 @@ impl Snapshot {
     }
 
     /// The entries `[offset, offset + limit)` in [`listing_order`], without sorting the
-    /// entries before `offset + limit` that are not needed: a selection, then a sort of the
-    /// page's prefix. Costs one walk of the set and `O(k log k)` for `k = offset + limit`.
+    /// others: two selections (everything before `offset` moves left of it, everything after
+    /// the page right of it), then a sort of the page. Costs one walk of the set, `O(n)`
+    /// comparisons and `O(limit log limit)` for the page, whatever the offset.
     pub fn page(&self, offset: usize, limit: usize) -> Vec<&Finding> {
         let mut all: Vec<&Finding> = self.iter().collect();
         let end = offset.saturating_add(limit).min(all.len());
         if offset >= end {
             return Vec::new();
         }
-        if end < all.len() {
-            all.select_nth_unstable_by(end - 1, |a, b| listing_order(a, b));
-            all.truncate(end);
+        let cmp = |a: &&Finding, b: &&Finding| listing_order(a, b);
+        if offset > 0 {
+            all.select_nth_unstable_by(offset, cmp);
         }
-        all.sort_unstable_by(|a, b| listing_order(a, b));
-        all.drain(offset..).collect()
+        let rest = &mut all[offset..];
+        if end - offset < rest.len() {
+            rest.select_nth_unstable_by(end - offset - 1, cmp);
+        }
+        let page = &mut all[offset..end];
+        page.sort_unstable_by(cmp);
+        page.to_vec()
     }
 
     /// Every entry in [`listing_order`] (copies; for tests and small sets).

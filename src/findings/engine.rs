@@ -23,6 +23,8 @@
 //!   A new rule's effect on the active set ([`Engine::apply_suppressions`]) is found by the
 //!   caller on a snapshot, after a barrier that guarantees every later batch sees the rule;
 //!   the dispatcher then only removes the keys it is handed that a rule still matches.
+//! - The dispatcher (and the store's writer) run at a raised priority ([`INGEST_NICE`]) where
+//!   the daemon may raise it, so API work that keeps the CPU busy does not starve ingest.
 //! - Batches hold at most [`BATCH`] items. Under light load a batch is whatever arrived during
 //!   the previous commit, so listeners get small bursts; under heavy load larger batches
 //!   amortise the transaction. While one batch commits, the dispatcher prepares the next and
@@ -31,7 +33,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -41,10 +43,11 @@ use parking_lot::{Mutex, RwLock};
 
 use super::active::{ActiveSet, Key, Removed, Snapshot};
 use super::pending::{PendingFile, MAX_PARKED};
-use super::suppress::{Matcher, Suppressions};
+use super::suppress::{self as suppress, Matcher, Suppressions};
 use super::Finding;
 use crate::clock::SharedClock;
 use crate::queue::{BoundedQueue, LagBasis, PopError, QueueHealth, Registry, RowConfig, RowHandle};
+use crate::store::suppressions::Suppression;
 use crate::store::{self, Store, StoreError};
 
 /// Capacity of `findings.ingest`.
@@ -78,13 +81,20 @@ pub enum Ingest {
     },
 }
 
-/// Requests the dispatcher serves between batches, in queue order.
+/// Requests the dispatcher serves between batches, ahead of waiting findings.
 enum Control {
-    /// Answers with the published snapshot once every batch queued before is applied.
+    /// Answers with the published snapshot once every batch the dispatcher had begun is
+    /// committed and published (every later batch reads the suppression rules afresh).
     Barrier(Sender<Arc<Snapshot>>),
     /// Removes the given keys that a suppression in force still matches (store first).
     Remove {
         keys: Vec<(String, String)>,
+        reply: Sender<Result<usize, StoreError>>,
+    },
+    /// Removes what these rules match, each naming a message: one lookup per rule in the
+    /// dispatcher's own set (no scan), store first.
+    Apply {
+        rules: Vec<Suppression>,
         reply: Sender<Result<usize, StoreError>>,
     },
 }
@@ -92,7 +102,8 @@ enum Control {
 /// What the ingest queue carries.
 enum Item {
     Ingest(Ingest),
-    Control(Control),
+    /// Wakes an idle dispatcher: a control waits on its own channel.
+    Wake,
 }
 
 /// Why [`Engine::apply_suppressions`] could not finish.
@@ -137,6 +148,59 @@ pub struct ActiveSummary {
     pub unattributed: BTreeMap<String, u64>,
 }
 
+/// How long a [`Listing`] may be served at most after the active set changed.
+pub const LISTING_MAX_AGE: Duration = Duration::from_secs(1);
+
+/// The active set of one snapshot in listing order (severity, then newest), shared by the
+/// paged routes: sorting 100,000 findings per request would let API readers eat the CPU
+/// the dispatcher needs. While findings arrive, a listing is reused for ten times what its
+/// sort cost (at most [`LISTING_MAX_AGE`]): small sets are always current, a page of a
+/// large one may show the set as it was a fraction of a second ago, never anything
+/// uncommitted. (`fields=version`, status and the counts read the live snapshot.)
+pub struct Listing {
+    snapshot: Arc<Snapshot>,
+    items: Vec<Arc<Finding>>,
+    /// Monotonic instant (the engine's clock) it was built at.
+    built: i64,
+    /// Nanoseconds the sort took (real time: a cost, not a time rule).
+    cost: i64,
+}
+
+impl Listing {
+    fn new(snapshot: Arc<Snapshot>, built: i64) -> Listing {
+        let t = std::time::Instant::now();
+        let mut items: Vec<Arc<Finding>> = snapshot.iter_arc().cloned().collect();
+        items.sort_unstable_by(|a, b| super::active::listing_order(a, b));
+        Listing {
+            snapshot,
+            items,
+            built,
+            cost: i64::try_from(t.elapsed().as_nanos()).unwrap_or(i64::MAX),
+        }
+    }
+
+    /// The snapshot it lists (its version, counts).
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    pub fn version(&self) -> u64 {
+        self.snapshot.version()
+    }
+
+    /// Every finding, in order.
+    pub fn items(&self) -> &[Arc<Finding>] {
+        &self.items
+    }
+
+    /// The findings `[offset, offset + limit)`.
+    pub fn page(&self, offset: usize, limit: usize) -> &[Arc<Finding>] {
+        let start = offset.min(self.items.len());
+        let end = offset.saturating_add(limit).min(self.items.len());
+        &self.items[start..end]
+    }
+}
+
 /// Called after each dispatched finding is committed (active-set entry after merge).
 pub type Listener = Box<dyn Fn(&Finding) + Send + Sync>;
 
@@ -173,6 +237,8 @@ pub struct Engine {
     clock: SharedClock,
     store: Store,
     queue: BoundedQueue<Item>,
+    /// Controls, served between batches (see [`Control`]).
+    controls: (Sender<Control>, crossbeam_channel::Receiver<Control>),
     _ingest_row: RowHandle,
     pending_row: RowHandle,
     pending_file: PendingFile,
@@ -188,6 +254,11 @@ pub struct Engine {
     max_active: AtomicUsize,
     /// The dispatcher thread runs (controls go through the queue).
     running: AtomicBool,
+    /// Newest suppression rule id whose matches were removed from the active set.
+    applied_rules: AtomicI64,
+    /// The latest [`Listing`] and the lock its builders take (API threads only).
+    listing: Mutex<Option<Arc<Listing>>>,
+    listing_build: Mutex<()>,
     pub counters: Counters,
     /// Items admitted and not yet dispatched (for [`Engine::flush`]).
     in_flight: AtomicU64,
@@ -232,6 +303,7 @@ impl Engine {
             clock,
             store,
             queue,
+            controls: crossbeam_channel::unbounded(),
             _ingest_row: ingest_row,
             pending_row,
             pending_file: PendingFile::new(state),
@@ -248,6 +320,9 @@ impl Engine {
             suppressor: RwLock::new(None),
             max_active: AtomicUsize::new(DEFAULT_MAX_ACTIVE),
             running: AtomicBool::new(false),
+            applied_rules: AtomicI64::new(i64::MIN),
+            listing: Mutex::new(None),
+            listing_build: Mutex::new(()),
             counters: Counters::default(),
             in_flight: AtomicU64::new(0),
             thread: Mutex::new(None),
@@ -322,72 +397,83 @@ impl Engine {
     /// then from the active set. Returns how many were removed.
     ///
     /// Call it after a rule was added. The caller waits for the dispatcher twice, holding no
-    /// lock: a barrier (every batch queued before it is applied, every batch after it sees
-    /// the new rules), then the removal of the keys it found on the snapshot the barrier
-    /// answered. The dispatcher removes only keys a rule in force still matches.
+    /// lock: a barrier (every batch the dispatcher had begun is committed and published;
+    /// every later batch reads the new rules), then the removal of the keys it found on the
+    /// snapshot the barrier answered. The dispatcher serves both between batches, ahead of
+    /// waiting findings, and removes only keys a rule in force still matches.
     pub fn apply_suppressions(&self) -> Result<usize, ApplyError> {
         let Some(s) = self.suppressor() else {
             return Ok(0);
         };
-        if !self.running.load(Ordering::SeqCst) {
+        // Rules applied before stay applied (dispatches are filtered as they arrive); only
+        // rules created since are looked for.
+        let after = self.applied_rules.load(Ordering::SeqCst);
+        let rules: Vec<Suppression> = s.rules().iter().filter(|r| r.id > after).cloned().collect();
+        let Some(newest) = rules.iter().map(|r| r.id).max() else {
+            return Ok(0);
+        };
+        let now = s.now();
+        let n = if !self.running.load(Ordering::SeqCst) {
             // Before start (or after shutdown) nobody else touches the state.
             let mut st = self.state.lock();
-            let m = s.matcher();
-            let now = s.now();
-            let keys: Vec<(String, String)> = st
-                .active
-                .iter()
-                .filter(|f| m.is_suppressed(f, now))
-                .map(|f| (f.check.clone(), f.message.clone()))
-                .collect();
+            let keys = matched_keys(&st.active.snapshot(), &rules, now);
             let n = self.remove_keys(&mut st, keys)?;
             self.publish(&st);
-            return Ok(n);
-        }
-        let (tx, rx) = bounded(1);
-        self.control(Control::Barrier(tx))?;
-        let snap = rx.recv_timeout(CONTROL_WAIT).map_err(|e| match e {
-            crossbeam_channel::RecvTimeoutError::Timeout => ApplyError::Timeout,
-            crossbeam_channel::RecvTimeoutError::Disconnected => ApplyError::Stopped,
-        })?;
-        let m = s.matcher();
-        let now = s.now();
-        if !m.any_in_force(now) {
-            return Ok(0);
-        }
-        let keys: Vec<(String, String)> = snap
-            .iter()
-            .filter(|f| m.is_suppressed(f, now))
-            .map(|f| (f.check.clone(), f.message.clone()))
-            .collect();
-        drop(snap);
-        if keys.is_empty() {
-            return Ok(0);
-        }
-        let (tx, rx) = bounded(1);
-        self.control(Control::Remove { keys, reply: tx })?;
-        match rx.recv_timeout(CONTROL_WAIT) {
-            Ok(r) => Ok(r?),
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => Err(ApplyError::Timeout),
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(ApplyError::Stopped),
-        }
+            n
+        } else if rules.iter().all(|r| r.message.is_some()) {
+            // The usual rule ("this finding"): one round trip, looked up by key.
+            let (tx, rx) = bounded(1);
+            self.control(Control::Apply { rules, reply: tx })?;
+            match rx.recv_timeout(CONTROL_WAIT) {
+                Ok(r) => r?,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    return Err(ApplyError::Timeout)
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                    return Err(ApplyError::Stopped)
+                }
+            }
+        } else {
+            let (tx, rx) = bounded(1);
+            self.control(Control::Barrier(tx))?;
+            let snap = rx.recv_timeout(CONTROL_WAIT).map_err(|e| match e {
+                crossbeam_channel::RecvTimeoutError::Timeout => ApplyError::Timeout,
+                crossbeam_channel::RecvTimeoutError::Disconnected => ApplyError::Stopped,
+            })?;
+            let keys = matched_keys(&snap, &rules, now);
+            drop(snap);
+            if keys.is_empty() {
+                0
+            } else {
+                let (tx, rx) = bounded(1);
+                self.control(Control::Remove { keys, reply: tx })?;
+                match rx.recv_timeout(CONTROL_WAIT) {
+                    Ok(r) => r?,
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                        return Err(ApplyError::Timeout)
+                    }
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                        return Err(ApplyError::Stopped)
+                    }
+                }
+            }
+        };
+        self.applied_rules.fetch_max(newest, Ordering::SeqCst);
+        Ok(n)
     }
 
     fn control(&self, c: Control) -> Result<(), ApplyError> {
-        use crate::queue::RefuseReason;
-        self.queue
-            .push_timeout(Item::Control(c), CONTROL_WAIT)
-            .map_err(|r| match r.reason() {
-                RefuseReason::Closed => {
-                    r.withdraw();
-                    ApplyError::Stopped
-                }
-                _ => {
-                    // Not a finding: withdrawn, not a loss.
-                    r.withdraw();
-                    ApplyError::Busy
-                }
-            })
+        if self.queue.is_closed() {
+            return Err(ApplyError::Stopped);
+        }
+        self.controls.0.send(c).map_err(|_| ApplyError::Stopped)?;
+        // Wake the dispatcher if it waits for findings; when the queue is full it is busy and
+        // looks at the controls after its current batch anyway (the wake is not a finding:
+        // withdrawn, never a loss).
+        if let Err(r) = self.queue.try_push(Item::Wake) {
+            r.withdraw();
+        }
+        Ok(())
     }
 
     pub fn subscribe(&self, l: Listener) {
@@ -437,8 +523,45 @@ impl Engine {
         self.published.read().clone()
     }
 
+    /// The active set in listing order, for the paged routes (see [`Listing`]). Never
+    /// touches a lock the dispatcher takes; at most one caller sorts at a time, the others
+    /// are served the previous listing meanwhile.
+    pub fn listing(&self) -> Arc<Listing> {
+        let max_age = i64::try_from(LISTING_MAX_AGE.as_nanos()).unwrap_or(i64::MAX);
+        let fresh = |l: &Listing, current: u64| {
+            // Sorting may take a tenth of the time at most: a listing that cost `c` to
+            // build is reused for up to 10 c (and never beyond LISTING_MAX_AGE), so small
+            // sets are always current and large ones are re-sorted a few times a second.
+            let window = max_age.min(l.cost.saturating_mul(10));
+            l.version() == current || self.clock.monotonic_nanos().saturating_sub(l.built) < window
+        };
+        let current = self.snapshot().version();
+        let cached = self.listing.lock().clone();
+        if let Some(l) = cached.as_ref().filter(|l| fresh(l, current)) {
+            return l.clone();
+        }
+        // Someone is sorting already: serve the previous listing meanwhile.
+        let _build = match (self.listing_build.try_lock(), cached) {
+            (Some(g), _) => g,
+            (None, Some(l)) => return l,
+            (None, None) => self.listing_build.lock(),
+        };
+        let snap = self.snapshot();
+        if let Some(l) = self
+            .listing
+            .lock()
+            .clone()
+            .filter(|l| l.version() == snap.version())
+        {
+            return l;
+        }
+        let l = Arc::new(Listing::new(snap, self.clock.monotonic_nanos()));
+        *self.listing.lock() = Some(l.clone());
+        l
+    }
+
     /// The active set, sorted by severity then newest (copies every entry: small sets and
-    /// tests only; routes page through [`Engine::snapshot`]).
+    /// tests only; routes page through [`Engine::listing`]).
     pub fn active(&self) -> Vec<Finding> {
         self.snapshot().sorted()
     }
@@ -506,6 +629,8 @@ impl Engine {
             let _ = t.join();
         }
         self.running.store(false, Ordering::SeqCst);
+        // Controls sent while the dispatcher stopped: their callers hear "stopped".
+        while self.controls.1.try_recv().is_ok() {}
     }
 
     fn publish(&self, st: &State) {
@@ -569,11 +694,21 @@ impl Engine {
     }
 
     fn run(&self) {
+        raise_priority("findings dispatcher");
         let mut batch: Vec<Ingest> = Vec::with_capacity(BATCH);
         let mut last_expiry = self.clock.monotonic_nanos();
         // The batch whose commit is under way while the next one is prepared.
         let mut pending: Option<InFlight> = None;
         loop {
+            if !self.controls.1.is_empty() {
+                let mut st = self.state.lock();
+                if let Some(p) = pending.take() {
+                    self.finish(&mut st, p);
+                }
+                while let Ok(c) = self.controls.1.try_recv() {
+                    self.serve(&mut st, c);
+                }
+            }
             let first = if pending.is_some() {
                 // Something commits: take what is waiting now, else finish that commit.
                 match self.queue.try_pop() {
@@ -591,35 +726,27 @@ impl Engine {
             match first {
                 Ok(first) => {
                     let running = self.queue.health().start_running();
-                    let mut ctl = None;
-                    match first.finish() {
-                        Item::Ingest(i) => batch.push(i),
-                        Item::Control(c) => ctl = Some(c),
+                    if let Item::Ingest(i) = first.finish() {
+                        batch.push(i);
                     }
-                    while ctl.is_none() && batch.len() < BATCH {
+                    while batch.len() < BATCH {
                         match self.queue.try_pop() {
-                            Some(g) => match g.finish() {
-                                Item::Ingest(i) => batch.push(i),
-                                Item::Control(c) => ctl = Some(c),
-                            },
+                            Some(g) => {
+                                if let Item::Ingest(i) = g.finish() {
+                                    batch.push(i);
+                                }
+                            }
                             None => break,
                         }
                     }
-                    let mut st = self.state.lock();
                     if !batch.is_empty() {
+                        let mut st = self.state.lock();
                         let next = self.prepare(&mut st, &mut batch, Mode::Live);
                         if let Some(p) = pending.take() {
                             self.finish(&mut st, p);
                         }
                         pending = Some(next);
                     }
-                    if let Some(c) = ctl {
-                        if let Some(p) = pending.take() {
-                            self.finish(&mut st, p);
-                        }
-                        self.serve(&mut st, c);
-                    }
-                    drop(st);
                     running.finish();
                 }
                 Err(PopError::Timeout) => {}
@@ -641,12 +768,12 @@ impl Engine {
         }
         let mut rest = Vec::new();
         for item in self.queue.drain() {
-            match item {
-                Item::Ingest(i) => rest.push(i),
-                // Dropping the reply sender answers "stopped".
-                Item::Control(_) => {}
+            if let Item::Ingest(i) = item {
+                rest.push(i);
             }
         }
+        // Controls still waiting are dropped: their callers hear "stopped".
+        while self.controls.1.try_recv().is_ok() {}
         while !rest.is_empty() {
             let mut chunk: Vec<Ingest> = rest.drain(..rest.len().min(BATCH)).collect();
             self.process(&mut st, &mut chunk, Mode::Live);
@@ -657,6 +784,18 @@ impl Engine {
         match c {
             Control::Barrier(reply) => {
                 let _ = reply.send(self.snapshot());
+            }
+            Control::Apply { rules, reply } => {
+                let now = self.clock.now();
+                let keys: Vec<(String, String)> = rules
+                    .iter()
+                    .filter(|r| suppress::in_force(r, now))
+                    .filter_map(|r| {
+                        let f = st.active.get(&r.check, r.message.as_deref()?)?;
+                        suppress::matches_fields(r, f).then(|| (f.check.clone(), f.message.clone()))
+                    })
+                    .collect();
+                self.serve(st, Control::Remove { keys, reply });
             }
             Control::Remove { keys, reply } => {
                 let m = self.suppressor().map(|s| (s.matcher(), s.now()));
@@ -880,6 +1019,53 @@ struct InFlight {
     kept_out: u64,
     items: u64,
     mode: Mode,
+}
+
+/// Nice value of the dispatcher and the store's writer: when API requests (or anything
+/// else) keep the CPU busy, the threads that take findings in still run first.
+pub const INGEST_NICE: i32 = -10;
+
+/// Raises the calling thread to [`INGEST_NICE`] where permitted (root, `CAP_SYS_NICE`);
+/// otherwise it keeps the default priority, said once in the log.
+pub fn raise_priority(what: &str) {
+    if let Err(e) = crate::sys::priority::set_thread_nice(INGEST_NICE) {
+        log::info!("{what}: runs at the default priority ({e})");
+    }
+}
+
+/// The keys of `snap` one of `rules` (in force at `now`) matches. A rule naming a message is
+/// one lookup; the others are tried only on findings of their own check.
+fn matched_keys(
+    snap: &Snapshot,
+    rules: &[Suppression],
+    now: jiff::Timestamp,
+) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut scan: Vec<Suppression> = Vec::new();
+    for r in rules.iter().filter(|r| suppress::in_force(r, now)) {
+        match &r.message {
+            Some(m) => {
+                if let Some(f) = snap.get(&r.check, m) {
+                    if suppress::matches_fields(r, f) {
+                        out.push((f.check.clone(), f.message.clone()));
+                    }
+                }
+            }
+            None => scan.push(r.clone()),
+        }
+    }
+    if !scan.is_empty() {
+        let checks: Vec<&str> = scan.iter().map(|r| r.check.as_str()).collect();
+        let m = Matcher::new(&scan);
+        out.extend(
+            snap.iter()
+                .filter(|f| checks.contains(&f.check.as_str()) && m.is_suppressed(f, now))
+                .map(|f| (f.check.clone(), f.message.clone())),
+        );
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// A change of one active row within a batch.
@@ -1264,6 +1450,59 @@ mod tests {
             15_000
         );
         assert_eq!(reg.snapshot()["findings.ingest"].dropped_total, 0);
+        e.shutdown();
+        store.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn listings_are_shared_briefly() {
+        use crate::findings::suppress::Suppressions;
+        use crate::store::suppressions::NewSuppression;
+        let dir = std::env::temp_dir().join(format!("svc-engine-listing-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open(&dir.join("svc.db")).unwrap();
+        let reg = Registry::new();
+        let clock = ManualClock::at_epoch_2026();
+        let e = Engine::new(clock.clone(), store.clone(), &reg, &dir).unwrap();
+        let s = Suppressions::load(store.clone(), clock.clone()).unwrap();
+        e.set_suppressor(s.clone()).unwrap();
+        e.start().unwrap();
+        for m in ["a", "b"] {
+            e.submit(f(m));
+        }
+        assert!(e.flush(Duration::from_secs(5)));
+        let l1 = e.listing();
+        assert_eq!(l1.items().len(), 2);
+        assert!(Arc::ptr_eq(&l1, &e.listing()), "unchanged set: shared");
+        // Ingest moves on: the listing may be reused for a moment, then it is rebuilt.
+        e.submit(f("c"));
+        assert!(e.flush(Duration::from_secs(5)));
+        assert!(Arc::ptr_eq(&l1, &e.listing()));
+        clock.advance_secs(1);
+        let l2 = e.listing();
+        assert_eq!(l2.items().len(), 3);
+        assert_eq!(l2.version(), e.snapshot().version());
+        // A removal through the API is seen once the listing is rebuilt.
+        s.create(
+            NewSuppression {
+                check: "ssh_bruteforce".into(),
+                message: Some("a".into()),
+                reason: "r".into(),
+                ..NewSuppression::default()
+            },
+            "test",
+        )
+        .unwrap();
+        assert_eq!(e.apply_suppressions().unwrap(), 1);
+        assert_eq!(e.snapshot().len(), 2, "the snapshot at once");
+        clock.advance_secs(1);
+        let l3 = e.listing();
+        assert_eq!(l3.items().len(), 2);
+        assert!(l3.items().iter().all(|f| f.message != "a"));
+        assert_eq!(l3.page(1, 10).len(), 1);
+        assert!(l3.page(5, 10).is_empty());
         e.shutdown();
         store.close();
         std::fs::remove_dir_all(dir).unwrap();

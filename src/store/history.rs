@@ -31,8 +31,9 @@
 //! `history_derived` holds two watermarks, the newest id of each derived table:
 //! - [`derive_pending`] counts new rows into `history_daily` in the transaction that wrote
 //!   them (the findings dispatcher's commit), so totals are exact at every commit.
-//! - The search index trails: the store's writer indexes [`INDEX_STEP`] rows at a time
-//!   whenever no write came for a moment ([`index_pending`]), so bursts of findings are committed at
+//! - The search index trails: the store's writer indexes the backlog in steps of about 10 ms
+//!   (at most [`INDEX_STEP`] rows) when no write came for a moment and writes took less than
+//!   half of its time lately ([`index_pending`]), so bursts of findings are committed at
 //!   full speed and indexed right after. When the backlog exceeds [`MAX_UNINDEXED`] rows,
 //!   writers of new rows index a step themselves, which bounds it under sustained load.
 //!   The backlog is visible as `search_index_backlog` in the store's health.
@@ -772,7 +773,7 @@ pub fn derive_pending(c: &Connection) -> rusqlite::Result<u64> {
     c.prepare_cached("UPDATE history_derived SET daily_upto = ?1 WHERE id = 1")?
         .execute([newest])?;
     if newest - fts > MAX_UNINDEXED {
-        index_step(c, fts, newest)?;
+        index_step(c, fts, newest, INDEX_STEP)?;
     }
     Ok(n as u64)
 }
@@ -786,18 +787,18 @@ pub fn index_backlog(c: &Connection) -> rusqlite::Result<(i64, i64)> {
     Ok((fts, newest.unwrap_or(0).max(fts)))
 }
 
-/// Indexes the oldest [`INDEX_STEP`] rows of the search index's backlog (one statement, so
-/// FTS5 writes one segment for them). Returns the rows still waiting afterwards.
-pub fn index_pending(c: &Connection) -> rusqlite::Result<i64> {
+/// Indexes the oldest `rows` rows (at most [`INDEX_STEP`]) of the search index's backlog
+/// (one statement, so FTS5 writes one segment for them). Returns the rows still waiting.
+pub fn index_pending(c: &Connection, rows: i64) -> rusqlite::Result<i64> {
     let (fts, newest) = index_backlog(c)?;
     if newest <= fts {
         return Ok(0);
     }
-    index_step(c, fts, newest)
+    index_step(c, fts, newest, rows)
 }
 
-fn index_step(c: &Connection, fts: i64, newest: i64) -> rusqlite::Result<i64> {
-    let upto = newest.min(fts.saturating_add(INDEX_STEP));
+fn index_step(c: &Connection, fts: i64, newest: i64, rows: i64) -> rusqlite::Result<i64> {
+    let upto = newest.min(fts.saturating_add(rows.clamp(1, INDEX_STEP)));
     c.prepare_cached(
         "INSERT INTO history_fts(rowid, check_name, message, details, account, ip, path)
          SELECT id, check_name, message, details, account, ip, path FROM history

@@ -307,17 +307,40 @@ impl Store {
     }
 }
 
+/// Rows of the next index step, sized so that a step takes about [`INDEX_STEP_TIME`] (a
+/// write that arrives meanwhile waits at most that long).
+struct StepSize {
+    rows: i64,
+}
+
+/// Target duration of one index step.
+const INDEX_STEP_TIME: Duration = Duration::from_millis(10);
+
+impl StepSize {
+    fn adjust(&mut self, rows: i64, took: Duration) {
+        if rows <= 0 {
+            return;
+        }
+        let per_row = took.as_secs_f64() / rows as f64;
+        let want = (INDEX_STEP_TIME.as_secs_f64() / per_row.max(1e-9)) as i64;
+        self.rows = want.clamp(64, history::INDEX_STEP);
+    }
+}
+
 /// One step of the search index's backlog in its own transaction. Returns whether more
 /// rows wait.
-fn index_step(conn: &Connection, inner: &std::sync::Weak<Inner>) -> bool {
+fn index_step(conn: &Connection, inner: &std::sync::Weak<Inner>, size: &mut StepSize) -> bool {
+    let started = std::time::Instant::now();
     let step = (|| {
         let tx = conn.unchecked_transaction()?;
-        let left = history::index_pending(&tx)?;
+        let (before, newest) = history::index_backlog(&tx)?;
+        let left = history::index_pending(&tx, size.rows)?;
         tx.commit()?;
-        Ok::<i64, rusqlite::Error>(left)
+        Ok::<(i64, i64), rusqlite::Error>(((newest - before) - left, left))
     })();
     match step {
-        Ok(left) => {
+        Ok((done, left)) => {
+            size.adjust(done, started.elapsed());
             if let Some(inner) = inner.upgrade() {
                 inner
                     .counters
@@ -375,10 +398,12 @@ impl Load {
 }
 
 fn writer_loop(conn: Connection, rx: Receiver<Job>, inner: std::sync::Weak<Inner>) {
+    crate::findings::engine::raise_priority("store writer");
     let mut batch: Vec<Job> = Vec::with_capacity(BATCH);
     // Whether the search index may have a backlog to work off while no job waits.
     let mut indexing = true;
     let mut load = Load::new();
+    let mut size = StepSize { rows: 512 };
     loop {
         let first = if indexing {
             // Idle means no job for a moment, not merely an empty queue between two jobs
@@ -387,7 +412,7 @@ fn writer_loop(conn: Connection, rx: Receiver<Job>, inner: std::sync::Weak<Inner
                 Ok(j) => j,
                 Err(RecvTimeoutError::Timeout) => {
                     if load.light() {
-                        indexing = index_step(&conn, &inner);
+                        indexing = index_step(&conn, &inner, &mut size);
                     } else {
                         load.add(Duration::ZERO);
                     }

@@ -2,3 +2,4 @@
 //! appear; every block carries a `// SAFETY:` comment.
 pub mod fhandle;
 pub mod poll;
+pub mod priority;

@@ -29,7 +29,7 @@ fn insert(
 /// Counts and indexes every row written so far, as the store's writer does once idle.
 fn derive_all(c: &Connection) {
     derive_pending(c).unwrap();
-    while index_pending(c).unwrap() > 0 {}
+    while index_pending(c, INDEX_STEP).unwrap() > 0 {}
 }
 
 /// Inserts a row without deriving it (another writer, or a schema before migration 6).
@@ -590,7 +590,7 @@ fn rows_written_by_another_writer_are_derived_later() {
     };
     let p = page_with(&c, &f, 0, 10, None, tight).unwrap();
     assert_eq!((ids(&p.rows), p.total, p.scan_capped), (vec![b], 1, true));
-    assert_eq!(index_pending(&c).unwrap(), 0);
+    assert_eq!(index_pending(&c, INDEX_STEP).unwrap(), 0);
     assert_eq!(index_backlog(&c).unwrap(), (b, b));
     let p = page(&c, &f, 0, 10).unwrap();
     assert_eq!(ids(&p.rows), vec![b, a]);
