@@ -13,8 +13,8 @@
 //! at that instant, read from the injected clock.
 //!
 //! Rules live in the `suppressions` table and are cached in memory as a [`Matcher`]; every
-//! change through [`Suppressions`] reloads the cache, so the dispatcher never reads the store
-//! to decide.
+//! change through [`Suppressions`] is stored first, then applied to the cache (without
+//! reading the table back), so the dispatcher never reads the store to decide.
 //!
 //! Guarantees:
 //! - Deciding whether a finding is suppressed does not scan the rules: the [`Matcher`]
@@ -204,6 +204,8 @@ pub struct Suppressions {
     store: Store,
     clock: SharedClock,
     rules: RwLock<(Arc<Vec<Suppression>>, Arc<Matcher>)>,
+    /// Held while the cache is changed.
+    updating: parking_lot::Mutex<()>,
 }
 
 impl Suppressions {
@@ -215,11 +217,13 @@ impl Suppressions {
             store,
             clock,
             rules: RwLock::new((Arc::new(rules), matcher)),
+            updating: parking_lot::Mutex::new(()),
         }))
     }
 
     /// Re-reads the rules from the store and swaps in a new matcher.
     pub fn reload(&self) -> Result<(), StoreError> {
+        let _one = self.updating.lock();
         let rules = self.store.read(suppressions::list)?;
         let matcher = Arc::new(Matcher::new(&rules));
         *self.rules.write() = (Arc::new(rules), matcher);
@@ -250,22 +254,40 @@ impl Suppressions {
         self.matcher().any_in_force(self.clock.now())
     }
 
-    /// Stores a rule created now by `created_by`, then reloads the cache.
+    /// Stores a rule created now by `created_by`, then adds it to the cache (no re-read of
+    /// the table: the insert returned the stored rule).
     pub fn create(&self, new: NewSuppression, created_by: &str) -> Result<Suppression, StoreError> {
         let now = self.clock.now();
         let by = created_by.to_string();
         let rule = self
             .store
             .write(move |c| suppressions::insert(c, &new, now, &by))?;
-        self.reload()?;
+        self.update(|rules| {
+            // Newest first: created descending, then id descending.
+            let at = rules
+                .iter()
+                .position(|r| (r.created, r.id) < (rule.created, rule.id))
+                .unwrap_or(rules.len());
+            rules.insert(at, rule.clone());
+        });
         Ok(rule)
     }
 
     /// Deletes a rule; false when no rule has that id.
     pub fn delete(&self, id: i64) -> Result<bool, StoreError> {
         let n = self.store.write(move |c| suppressions::delete(c, id))?;
-        self.reload()?;
+        self.update(|rules| rules.retain(|r| r.id != id));
         Ok(n > 0)
+    }
+
+    /// Changes the cached rules and swaps in a new matcher (one change at a time; readers
+    /// keep the previous pair meanwhile).
+    fn update(&self, change: impl FnOnce(&mut Vec<Suppression>)) {
+        let _one = self.updating.lock();
+        let mut rules: Vec<Suppression> = (*self.rules()).clone();
+        change(&mut rules);
+        let matcher = Arc::new(Matcher::new(&rules));
+        *self.rules.write() = (Arc::new(rules), matcher);
     }
 
     /// The clock rules are judged by.
@@ -385,6 +407,29 @@ mod tests {
         // A reload from the store sees the same rules; delete removes it.
         let again = Suppressions::load(store.clone(), clock.clone()).unwrap();
         assert_eq!(again.rules()[0], temp);
+        // The cache kept in memory lists what the table lists, in the same order.
+        for (check, later) in [("older", 100), ("a", 0), ("b", 0)] {
+            s.create(
+                NewSuppression {
+                    check: check.into(),
+                    reason: "r".into(),
+                    ..NewSuppression::default()
+                },
+                "ops-admin",
+            )
+            .unwrap();
+            clock.advance_secs(later);
+        }
+        let stored = Suppressions::load(store.clone(), clock.clone())
+            .unwrap()
+            .rules();
+        assert_eq!(*s.rules(), *stored);
+        let cached = s.rules();
+        let order: Vec<&str> = cached.iter().map(|r| r.check.as_str()).collect();
+        assert_eq!(order, ["b", "a", "older", "webshell"]);
+        for r in stored.iter().filter(|r| r.id != temp.id) {
+            assert!(s.delete(r.id).unwrap());
+        }
         assert!(s.delete(temp.id).unwrap());
         assert!(!s.delete(temp.id).unwrap());
         assert!(s.rules().is_empty());

@@ -113,6 +113,7 @@ struct Inner {
     readers: Mutex<Vec<Connection>>,
     counters: Counters,
     writer: Mutex<Option<JoinHandle<()>>>,
+    checkpointer: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// A queued write ([`Store::write_pending`]).
@@ -184,6 +185,18 @@ impl Store {
             }
         }
 
+        // Checkpoints run on their own thread and connection (their fsync never delays a
+        // commit); the writer only tells it that something was committed.
+        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        let ckpt_conn = open_conn(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+        let (ckpt_tx, ckpt_rx) = bounded::<()>(1);
+        let spawn_err = |e: std::io::Error| {
+            StoreError::Sql(rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+        };
+        let checkpointer = std::thread::Builder::new()
+            .name("store-checkpoint".into())
+            .spawn(move || checkpoint_loop(ckpt_conn, ckpt_rx))
+            .map_err(spawn_err)?;
         let (tx, rx) = bounded::<Job>(WRITER_QUEUE);
         let inner = Arc::new(Inner {
             path: path.to_path_buf(),
@@ -191,12 +204,13 @@ impl Store {
             readers: Mutex::new(Vec::new()),
             counters: Counters::default(),
             writer: Mutex::new(None),
+            checkpointer: Mutex::new(Some(checkpointer)),
         });
         let weak = Arc::downgrade(&inner);
         let handle = std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || writer_loop(conn, rx, weak))
-            .map_err(|e| StoreError::Sql(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
+            .spawn(move || writer_loop(conn, rx, weak, ckpt_tx))
+            .map_err(spawn_err)?;
         *inner.writer.lock() = Some(handle);
         Ok(Store { inner })
     }
@@ -304,6 +318,9 @@ impl Store {
         if let Some(h) = self.inner.writer.lock().take() {
             let _ = h.join();
         }
+        if let Some(h) = self.inner.checkpointer.lock().take() {
+            let _ = h.join();
+        }
     }
 }
 
@@ -397,7 +414,45 @@ impl Load {
     }
 }
 
-fn writer_loop(conn: Connection, rx: Receiver<Job>, inner: std::sync::Weak<Inner>) {
+/// Least time between two checkpoints.
+const CHECKPOINT_PERIOD: Duration = Duration::from_millis(500);
+
+/// Copies committed WAL frames back into the database (PASSIVE: never waits for readers or
+/// the writer) at most every [`CHECKPOINT_PERIOD`] while commits happen; ends when the
+/// writer does.
+fn checkpoint_loop(conn: Connection, rx: Receiver<()>) {
+    let checkpoint = |conn: &Connection| {
+        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            log::warn!("store: checkpoint failed: {e}");
+        }
+    };
+    let mut last: Option<std::time::Instant> = None;
+    while rx.recv().is_ok() {
+        if let Some(wait) = last.map(|t| CHECKPOINT_PERIOD.saturating_sub(t.elapsed())) {
+            // Gather the commits of the rest of the period.
+            let deadline = std::time::Instant::now() + wait;
+            loop {
+                match rx.recv_deadline(deadline) {
+                    Ok(()) => continue,
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => break,
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                        checkpoint(&conn);
+                        return;
+                    }
+                }
+            }
+        }
+        checkpoint(&conn);
+        last = Some(std::time::Instant::now());
+    }
+}
+
+fn writer_loop(
+    conn: Connection,
+    rx: Receiver<Job>,
+    inner: std::sync::Weak<Inner>,
+    checkpoints: Sender<()>,
+) {
     crate::findings::engine::raise_priority("store writer");
     let mut batch: Vec<Job> = Vec::with_capacity(BATCH);
     // Whether the search index may have a backlog to work off while no job waits.
@@ -438,6 +493,7 @@ fn writer_loop(conn: Connection, rx: Receiver<Job>, inner: std::sync::Weak<Inner
         let started = std::time::Instant::now();
         let results = run_batch(&conn, &mut batch);
         load.add(started.elapsed());
+        let _ = checkpoints.try_send(());
         if let Some(inner) = inner.upgrade() {
             let c = &inner.counters;
             c.waiting.fetch_sub(n, Ordering::Relaxed);
