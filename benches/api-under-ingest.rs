@@ -16,6 +16,11 @@
 //! Goals: 0 ingest losses; write-route (suppression create/delete) p99 under 50 ms.
 //! Asserts nothing (timing is noisy on shared machines).
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "benchmark fixtures use plain std::fs calls"
+)]
+
 #[allow(dead_code)] // the benchmark uses part of the test harness
 #[path = "../tests/it/common/mod.rs"]
 mod common;

@@ -11,6 +11,11 @@
 //! findings/s, peak RSS under 40 MiB. Latency: file detection under 1 s; log-line detection
 //! under 2 s. Prints figures; asserts nothing.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "test and benchmark fixtures are built with plain std::fs calls, as an attacker would"
+)]
+
 #[allow(dead_code)] // the benchmark uses part of the test harness
 #[path = "../tests/it/common/mod.rs"]
 mod common;
@@ -70,10 +75,10 @@ fn ingest(n: usize) {
             ..AlertsConfig::default()
         },
         clock.clone(),
+        store.clone(),
         &registry,
     )
-    .unwrap()
-    .expect("a notifier is configured");
+    .unwrap();
     engine.subscribe(alerts.listener());
     engine.start().unwrap();
     let rss_before = status_kib("VmRSS:");

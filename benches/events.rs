@@ -11,6 +11,11 @@
 //! Prints per-subscriber received rate and losses, and the daemon's `events.deliveries` and
 //! `findings.ingest` rows. Asserts nothing (timing is noisy on shared machines).
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "test and benchmark fixtures are built with plain std::fs calls, as an attacker would"
+)]
+
 #[allow(dead_code)] // the benchmark uses part of the test harness
 #[path = "../tests/it/common/mod.rs"]
 mod common;

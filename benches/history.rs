@@ -12,6 +12,11 @@
 //! count match; `SVC_BENCH_REFILL=1` rebuilds it. `SVC_BENCH_ROWS` changes the row count,
 //! `SVC_BENCH_ITERS` the requests per case.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "test and benchmark fixtures are built with plain std::fs calls, as an attacker would"
+)]
+
 #[allow(dead_code)] // the benchmark uses part of the test harness
 #[path = "../tests/it/common/mod.rs"]
 mod common;

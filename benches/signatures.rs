@@ -5,16 +5,29 @@
 //! over all of them: single thread, two threads, and `scan_bytes` on preloaded buffers.
 //!
 //! `cargo bench --bench signatures -- [--corpus DIR] [--files N] [--iters N]
-//!  [--yara-out FILE] [--summary FILE]`
+//!  [--yara-out FILE] [--flagged-out FILE] [--summary FILE]`
 //!
-//! `--yara-out` writes the same rules as YARA source (for benches/signatures-vs-yara.sh);
-//! `--summary` writes `key=value` lines. The corpus is reused when it already exists with the
-//! same file count.
+//! `--yara-out` writes, as YARA source, exactly the rules svc applies to the corpus's files
+//! (the same rule definitions from `rules/signatures/`, filtered by each rule's extensions,
+//! file names and path conditions as `SignatureSet` applies them), for
+//! `benches/signatures-vs-yara.sh`; `--flagged-out` lists the files svc flags (one path a
+//! line, sorted); `--summary` writes `key=value` lines. The corpus is reused when it already
+//! exists with the same file count.
+//!
+//! Scan-only mode, timed from outside like `yara -r`: `-- --scan-dir DIR [--threads N]
+//! [--flagged-out FILE]` compiles the shipped rules, walks DIR, scans every file with
+//! `scan_file` on N threads (default 1) and writes the flagged files: start, rule compile and
+//! walk included, as for YARA.
+
+#![allow(
+    clippy::disallowed_methods,
+    reason = "test and benchmark fixtures are built with plain std::fs calls, as an attacker would"
+)]
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use svc::scan::signatures::{to_yara, SignatureSet};
+use svc::scan::signatures::{to_yara, Rule, SignatureSet};
 
 struct Rng(u64);
 
@@ -174,8 +187,100 @@ fn mbps(bytes: u64, secs: f64) -> f64 {
     bytes as f64 / secs.max(1e-9) / 1e6
 }
 
+/// Whether `rule` applies to the file at `path`: the same test as `SignatureSet`'s own
+/// (extension or file name, then path conditions). Checked against `applies_to` below.
+fn rule_applies(rule: &Rule, path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    let name = path
+        .file_name()
+        .map(|n| n.as_bytes().to_ascii_lowercase())
+        .unwrap_or_default();
+    let ext: &[u8] = match name.iter().rposition(|&b| b == b'.') {
+        Some(0) | None => b"",
+        Some(i) => &name[i + 1..],
+    };
+    let contains = |hay: &[u8], needle: &str| {
+        let n = needle.as_bytes();
+        !n.is_empty() && hay.windows(n.len()).any(|w| w == n)
+    };
+    let type_ok = rule
+        .extensions
+        .iter()
+        .any(|e| e == "*" || (!ext.is_empty() && e.as_bytes() == ext))
+        || rule
+            .file_names
+            .iter()
+            .any(|n| n.as_bytes() == name.as_slice());
+    type_ok
+        && (rule.path_contains.is_empty() || rule.path_contains.iter().any(|p| contains(bytes, p)))
+        && !rule.path_excludes.iter().any(|p| contains(bytes, p))
+}
+
+/// Every regular file under `dir`, sorted.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(t) if t.is_file() => out.push(e.path()),
+                _ => {}
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Scan-only mode (see the module documentation): what a process scanning a tree does.
+fn scan_dir(args: &[String], dir: &Path) {
+    let threads: usize = arg(args, "--threads")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let set = SignatureSet::shipped().expect("shipped rules are valid");
+    let files = walk(dir);
+    let chunk = files.len().div_ceil(threads).max(1);
+    let mut flagged: Vec<PathBuf> = std::thread::scope(|s| {
+        let handles: Vec<_> = files
+            .chunks(chunk)
+            .map(|part| {
+                let set = &set;
+                s.spawn(move || {
+                    part.iter()
+                        .filter(|f| set.scan_file(f).map(|m| !m.is_empty()).unwrap_or(false))
+                        .cloned()
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    flagged.sort();
+    if let Some(out) = arg(args, "--flagged-out") {
+        let text: String = flagged
+            .iter()
+            .map(|p| format!("{}\n", p.display()))
+            .collect();
+        std::fs::write(out, text).expect("write flagged list");
+    }
+    println!("scanned {} files, flagged {}", files.len(), flagged.len());
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(dir) = arg(&args, "--scan-dir") {
+        scan_dir(&args, Path::new(&dir));
+        return;
+    }
     let corpus_dir = arg(&args, "--corpus")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_TARGET_TMPDIR")).join("signatures-corpus"));
@@ -188,12 +293,43 @@ fn main() {
         .max(1);
 
     let set = SignatureSet::shipped().expect("shipped rules are valid");
-    if let Some(y) = arg(&args, "--yara-out") {
-        std::fs::write(&y, to_yara(set.rules())).expect("write YARA rules");
-    }
 
     let t = Instant::now();
     let corpus = write_corpus(&corpus_dir, count).expect("write corpus");
+    // The rules svc applies to the corpus's files: the same set for every file of this
+    // corpus (one file type, one path shape), which one YARA rule file can express.
+    let pattern =
+        |f: &PathBuf| -> Vec<bool> { set.rules().iter().map(|r| rule_applies(r, f)).collect() };
+    let first = corpus.files.first().map(pattern).unwrap_or_default();
+    let applied: Vec<&Rule> = set
+        .rules()
+        .iter()
+        .zip(&first)
+        .filter(|(_, a)| **a)
+        .map(|(r, _)| r)
+        .collect();
+    // Same rules for every file, and the same answer as the scanner's own test.
+    let uniform = corpus
+        .files
+        .iter()
+        .all(|f| pattern(f) == first && set.applies_to(f) != applied.is_empty());
+    if !uniform {
+        println!("NOTE: rules do not apply uniformly to the corpus; the YARA file holds those of the first file");
+    }
+    println!(
+        "rules: {} shipped, {} applied by svc to the corpus's files ({})",
+        set.rules().len(),
+        applied.len(),
+        applied
+            .iter()
+            .map(|r| r.id.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    if let Some(y) = arg(&args, "--yara-out") {
+        let rules: Vec<Rule> = applied.iter().map(|r| (*r).clone()).collect();
+        std::fs::write(&y, to_yara(&rules)).expect("write YARA rules");
+    }
     println!(
         "corpus: {} files, {:.1} MB, {} with payloads, in {} ({:.1}s to prepare)",
         corpus.files.len(),
@@ -214,6 +350,19 @@ fn main() {
             .filter(|f| set.scan_file(f).map(|m| !m.is_empty()).unwrap_or(false))
             .count()
     };
+    if let Some(out) = arg(&args, "--flagged-out") {
+        let mut flagged: Vec<&PathBuf> = corpus
+            .files
+            .iter()
+            .filter(|f| set.scan_file(f).map(|m| !m.is_empty()).unwrap_or(false))
+            .collect();
+        flagged.sort();
+        let text: String = flagged
+            .iter()
+            .map(|p| format!("{}\n", p.display()))
+            .collect();
+        std::fs::write(out, text).expect("write flagged list");
+    }
 
     let mut runs = Vec::new();
     let mut flagged = 0;
@@ -248,7 +397,35 @@ fn main() {
         .count();
     let mem = t.elapsed().as_secs_f64();
 
+    // What opening a file costs, side by side: a plain open (what scan_file did before,
+    // following any symlink) and sys::dir (no user symlink on the way, regular files only).
+    let open_cost = |safe: bool| -> f64 {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut best = f64::MAX;
+        for _ in 0..iters {
+            let t = Instant::now();
+            for f in &corpus.files {
+                let file = if safe {
+                    svc::sys::dir::open_regular_trusted(f, false).map_err(std::io::Error::from)
+                } else {
+                    std::fs::OpenOptions::new()
+                        .read(true)
+                        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOATIME)
+                        .open(f)
+                };
+                let _ = file.and_then(|f| f.metadata());
+            }
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        best * 1e6 / corpus.files.len().max(1) as f64
+    };
+    let (plain_us, safe_us) = (open_cost(false), open_cost(true));
+
     let st = set.stats();
+    println!(
+        "open + fstat per file: plain open {plain_us:.1} us, sys::dir {safe_us:.1} us (scan_file in all: {:.1} us)",
+        best * 1e6 / corpus.files.len().max(1) as f64
+    );
     println!(
         "scan_file 1 thread : best {:.3}s = {:.0} MB/s ({:.0} files/s), median {:.0} MB/s, flagged {} of {} payload files",
         best,
@@ -276,8 +453,10 @@ fn main() {
     );
     if let Some(s) = arg(&args, "--summary") {
         let text = format!(
-            "files={}\nbytes={}\nmalicious={}\nflagged={}\nbest_secs={best:.6}\nmbps_1t={:.1}\nmbps_2t={:.1}\nmbps_mem={:.1}\n",
+            "files={}\nrules_shipped={}\nrules_applied={}\nbytes={}\nmalicious={}\nflagged={}\nbest_secs={best:.6}\nmbps_1t={:.1}\nmbps_2t={:.1}\nmbps_mem={:.1}\n",
             corpus.files.len(),
+            set.rules().len(),
+            applied.len(),
             corpus.bytes,
             corpus.malicious,
             flagged,

@@ -3,6 +3,11 @@
 //! Run: `cargo bench --bench startup`. Goals: start to health under 150 ms, idle RSS at
 //! most 15 MiB. Prints figures; asserts nothing (timing is noisy on shared machines).
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "test and benchmark fixtures are built with plain std::fs calls, as an attacker would"
+)]
+
 #[allow(dead_code)] // the benchmark uses part of the test harness
 #[path = "../tests/it/common/mod.rs"]
 mod common;

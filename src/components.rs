@@ -1,5 +1,10 @@
 //! Component rows for `/api/v1/components` and `/api/v1/health`: each collector publishes
 //! its attachment state and event counts here (atomics and a short lock, never I/O).
+//!
+//! Besides `events_total` and `errors_total`, a component may publish named counters of its
+//! own ([`Component::counter`], e.g. `overlong_lines_total` of a log watcher); they appear
+//! as extra keys of its row and as `svc_watcher_<name>{watcher="<component>"}` in
+//! `/metrics`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -18,6 +23,7 @@ pub struct Component {
     pub errors: AtomicU64,
     last_event_us: AtomicI64,
     detail: RwLock<String>,
+    counters: RwLock<Vec<(&'static str, Arc<AtomicU64>)>>,
 }
 
 impl Component {
@@ -25,6 +31,30 @@ impl Component {
         self.events.fetch_add(1, Ordering::Relaxed);
         self.last_event_us
             .store(at.as_microsecond(), Ordering::Relaxed);
+    }
+
+    /// `n` events at once (for example log lines read in one round), the last at `at`.
+    pub fn events_at(&self, n: u64, at: Timestamp) {
+        if n > 0 {
+            self.events.fetch_add(n, Ordering::Relaxed);
+            self.last_event_us
+                .store(at.as_microsecond(), Ordering::Relaxed);
+        }
+    }
+
+    /// The named counter `name` of this component (created at 0 on first use). Names are
+    /// snake_case and end in `_total` for counts.
+    pub fn counter(&self, name: &'static str) -> Arc<AtomicU64> {
+        if let Some((_, c)) = self.counters.read().iter().find(|(n, _)| *n == name) {
+            return c.clone();
+        }
+        let mut w = self.counters.write();
+        if let Some((_, c)) = w.iter().find(|(n, _)| *n == name) {
+            return c.clone();
+        }
+        let c = Arc::new(AtomicU64::new(0));
+        w.push((name, c.clone()));
+        c
     }
 
     pub fn set_detail(&self, d: impl Into<String>) {
@@ -45,6 +75,12 @@ impl Component {
             last_event: (last > 0)
                 .then(|| Timestamp::from_microsecond(last).ok())
                 .flatten(),
+            counters: self
+                .counters
+                .read()
+                .iter()
+                .map(|(n, c)| (*n, c.load(Ordering::Relaxed)))
+                .collect(),
         }
     }
 }
@@ -64,6 +100,9 @@ pub struct ComponentRow {
         skip_serializing_if = "Option::is_none"
     )]
     pub last_event: Option<Timestamp>,
+    /// The component's own counters ([`Component::counter`]).
+    #[serde(flatten)]
+    pub counters: BTreeMap<&'static str, u64>,
 }
 
 /// All components by name.
@@ -82,6 +121,11 @@ impl Components {
         c
     }
 
+    /// Removes a component (a collector a configuration reload turned off).
+    pub fn remove(&self, name: &str) {
+        self.by_name.write().remove(name);
+    }
+
     pub fn rows(&self) -> Vec<ComponentRow> {
         self.by_name.read().iter().map(|(n, c)| c.row(n)).collect()
     }
@@ -93,5 +137,29 @@ impl Components {
             .iter()
             .map(|(n, c)| (n.clone(), c.row(n)))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_appear_on_the_row() {
+        let all = Components::default();
+        let c = all.add("auth_log", "log_watcher");
+        c.counter("overlong_lines_total")
+            .fetch_add(2, Ordering::Relaxed);
+        assert!(Arc::ptr_eq(
+            &c.counter("overlong_lines_total"),
+            &c.counter("overlong_lines_total")
+        ));
+        c.events_at(3, Timestamp::from_second(1_767_225_600).unwrap());
+        let row = &all.rows()[0];
+        assert_eq!(row.events_total, 3);
+        assert_eq!(row.counters.get("overlong_lines_total"), Some(&2));
+        let v = serde_json::to_value(row).unwrap();
+        assert_eq!(v["overlong_lines_total"], 2, "{v}");
+        assert_eq!(v["state"], "detached");
     }
 }

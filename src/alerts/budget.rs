@@ -43,6 +43,11 @@ impl Selector {
         }
     }
 
+    /// Changes the minimum severity (configuration reload); remembered keys stay.
+    pub fn set_min_severity(&mut self, min: Severity) {
+        self.min_severity = min;
+    }
+
     /// Records the dispatch of `f` at monotonic instant `now`; true when it should alert.
     pub fn offer(&mut self, f: &Finding, now: i64) -> bool {
         if f.severity < self.min_severity {
@@ -232,6 +237,12 @@ impl Budget {
 
     pub fn max_per_hour(&self) -> u32 {
         self.max_per_hour
+    }
+
+    /// Changes the budget (configuration reload). The open window keeps what it sent and
+    /// held back; the new limit decides its next alerts.
+    pub fn set_max_per_hour(&mut self, max: u32) {
+        self.max_per_hour = max;
     }
 }
 

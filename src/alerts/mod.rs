@@ -1,13 +1,14 @@
 //! Alerts: alert-worthy findings become notifications, bounded by an hourly budget.
 //!
 //! ```text
-//! dispatcher --listener--> Alerts::offer --(Selector, Budget)--> [alerts.webhook] --> POST
+//! dispatcher --listener--> Alerts::offer --(Selector, Budget)--> [panel.spool] --> POST
 //! ```
 //!
 //! Guarantees:
 //! - [`Alerts::offer`] runs on the dispatcher thread and never waits for the network: it
-//!   decides under a short in-memory lock and hands the notification to the webhook's
-//!   bounded queue without blocking.
+//!   decides under a short in-memory lock and spools the notification (a store commit, the
+//!   same kind of wait the dispatcher's own commits have). Only what the budget lets
+//!   through is spooled.
 //! - Which findings alert: see [`budget::Selector`] (at or above `alerts.min_severity`; new
 //!   to the active set, or quiet for an hour).
 //! - At most `alerts.max_per_hour` alerts are sent per one-hour window ([`budget::Budget`]).
@@ -15,29 +16,36 @@
 //!   severity, visible in status (`alerts`) and metrics, and when the window ends exactly one
 //!   summary notification ("N alerts held back ...") is sent.
 //! - Windows and quiet periods run on the injected clock's monotonic time.
-//! - The subsystem exists only when a notifier is configured (`[alerts.webhook]`); without
-//!   one there is nowhere to send, so no budget runs and status has no `alerts` object.
+//! - The subsystem is active only while a notifier is configured (`[alerts.webhook]`);
+//!   without one there is nowhere to send, so no budget runs, status has no `alerts` object
+//!   and there is no `panel.spool` row (spooled records stay in the store for a later
+//!   notifier).
+//! - [`Alerts::reconfigure`] applies a new `[alerts]` section live: minimum severity and
+//!   hourly budget at once (the open window keeps its count), webhook settings from the next
+//!   attempt, and a notifier added or removed starts or stops the worker.
 
 pub mod budget;
+pub mod spool;
 pub mod webhook;
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use serde_json::{json, Value};
 
 use crate::clock::SharedClock;
 use crate::config::alerts::AlertsConfig;
 use crate::findings::engine::Listener;
-use crate::findings::Finding;
+use crate::findings::{Finding, Severity};
 use crate::queue::Registry;
+use crate::store::Store;
 use crate::timefmt::rfc3339;
 
 use budget::{Budget, Decision, Selector, Summary, WINDOW};
-use webhook::{HttpTransport, Notification, Transport, Webhook};
+use webhook::{Notification, TransportFactory, Webhook};
 
 const NO_WINDOW: i64 = i64::MIN;
 
@@ -57,7 +65,7 @@ pub struct Counters {
     pub held_back: AtomicU64,
     /// Summaries produced.
     pub summaries: AtomicU64,
-    /// Notifications the notifier queue refused.
+    /// Notifications the spool could not store.
     pub refused: AtomicU64,
     window_start_micros: AtomicI64,
     window_sent: AtomicU64,
@@ -82,78 +90,138 @@ impl Default for Counters {
 /// The alerts subsystem.
 pub struct Alerts {
     clock: SharedClock,
-    cfg: AlertsConfig,
+    store: Store,
+    registry: Arc<Registry>,
     host: String,
+    min_severity: AtomicU8,
+    max_per_hour: AtomicU64,
     state: Mutex<State>,
-    webhook: Webhook,
+    /// The notifier while `[alerts.webhook]` is configured.
+    notifier: RwLock<Option<Arc<Webhook>>>,
+    factory: Arc<dyn Fn() -> TransportFactory + Send + Sync>,
+    spool_capacity: usize,
+    /// Serializes reconfigurations.
+    reconfiguring: Mutex<()>,
     counters: Counters,
 }
 
 impl Alerts {
-    /// Builds the subsystem and starts its notifier; `None` when no notifier is configured.
+    /// Builds the subsystem and, when `[alerts.webhook]` is configured, starts its notifier.
     pub fn start(
         cfg: &AlertsConfig,
         clock: SharedClock,
+        store: Store,
         registry: &Arc<Registry>,
-    ) -> Result<Option<Arc<Alerts>>, String> {
-        let Some(wcfg) = &cfg.webhook else {
-            return Ok(None);
-        };
-        let transport = Box::new(HttpTransport::new(wcfg));
-        let alerts = Alerts::build(cfg, clock.clone(), registry)?;
-        alerts.start_notifier(transport, clock)?;
-        log::info!(
-            "alerts: webhook to {} (at most {} per hour, {} and above)",
-            alerts.webhook.destination(),
-            cfg.max_per_hour,
-            cfg.min_severity
+    ) -> Result<Arc<Alerts>, String> {
+        let a = Alerts::build(
+            cfg,
+            clock,
+            store,
+            registry,
+            Arc::new(webhook::http_factory),
+            spool::CAPACITY,
         );
-        Ok(Some(alerts))
+        a.reconfigure(cfg)?;
+        Ok(a)
     }
 
-    /// Builds the subsystem without starting the notifier thread.
+    /// Builds the subsystem without a notifier (see [`Alerts::reconfigure`]).
     fn build(
         cfg: &AlertsConfig,
         clock: SharedClock,
+        store: Store,
         registry: &Arc<Registry>,
-    ) -> Result<Arc<Alerts>, String> {
-        let wcfg = cfg
-            .webhook
-            .as_ref()
-            .ok_or_else(|| "alerts: no notifier configured".to_string())?;
-        let webhook = Webhook::new(wcfg, clock.clone(), registry)?;
+        factory: Arc<dyn Fn() -> TransportFactory + Send + Sync>,
+        spool_capacity: usize,
+    ) -> Arc<Alerts> {
         let host = nix::unistd::gethostname()
             .ok()
             .and_then(|h| h.into_string().ok())
             .unwrap_or_default();
-        Ok(Arc::new(Alerts {
+        Arc::new(Alerts {
             clock,
-            cfg: cfg.clone(),
+            store,
+            registry: registry.clone(),
             host,
+            min_severity: AtomicU8::new(cfg.min_severity.level()),
+            max_per_hour: AtomicU64::new(u64::from(cfg.max_per_hour)),
             state: Mutex::new(State {
                 selector: Selector::new(cfg.min_severity),
                 budget: Budget::new(cfg.max_per_hour),
             }),
-            webhook,
+            notifier: RwLock::new(None),
+            factory,
+            spool_capacity,
+            reconfiguring: Mutex::new(()),
             counters: Counters::default(),
-        }))
+        })
     }
 
-    fn start_notifier(
-        self: &Arc<Self>,
-        transport: Box<dyn Transport>,
-        clock: SharedClock,
-    ) -> Result<(), String> {
+    /// Applies an `[alerts]` section: minimum severity and budget at once; webhook settings
+    /// from the next attempt; a notifier added starts (and delivers what is spooled), one
+    /// removed stops (its spooled records stay in the store).
+    pub fn reconfigure(self: &Arc<Self>, cfg: &AlertsConfig) -> Result<(), String> {
+        let _one = self.reconfiguring.lock();
+        {
+            let mut st = self.state.lock();
+            st.selector.set_min_severity(cfg.min_severity);
+            st.budget.set_max_per_hour(cfg.max_per_hour);
+        }
+        self.min_severity
+            .store(cfg.min_severity.level(), Ordering::Relaxed);
+        self.max_per_hour
+            .store(u64::from(cfg.max_per_hour), Ordering::Relaxed);
+        let current = self.notifier.read().clone();
+        match (current, &cfg.webhook) {
+            (None, None) => {}
+            (Some(n), Some(w)) => {
+                if n.reconfigure(w) {
+                    log::info!("alerts: webhook now {}", n.destination());
+                }
+            }
+            (Some(n), None) => {
+                *self.notifier.write() = None;
+                // Wait for an attempt in progress so the row can be registered again later.
+                n.shutdown(n.timeout() + Duration::from_secs(2));
+                log::info!("alerts: webhook removed; alerts are off");
+            }
+            (None, Some(w)) => {
+                let n = Arc::new(Webhook::new(
+                    w,
+                    self.clock.clone(),
+                    self.store.clone(),
+                    &self.registry,
+                    self.spool_capacity,
+                )?);
+                self.start_notifier(&n)?;
+                *self.notifier.write() = Some(n.clone());
+                log::info!(
+                    "alerts: webhook to {} (at most {} per hour, {} and above)",
+                    n.destination(),
+                    cfg.max_per_hour,
+                    cfg.min_severity
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn start_notifier(self: &Arc<Self>, n: &Webhook) -> Result<(), String> {
         let me: Weak<Alerts> = Arc::downgrade(self);
-        self.webhook.start(
-            transport,
-            clock,
+        n.start(
+            (self.factory)(),
+            self.clock.clone(),
             Box::new(move || {
                 if let Some(a) = me.upgrade() {
                     a.tick();
                 }
             }),
         )
+    }
+
+    /// Whether a notifier is configured.
+    pub fn enabled(&self) -> bool {
+        self.notifier.read().is_some()
     }
 
     /// The listener to register with [`crate::findings::Engine::subscribe`].
@@ -164,7 +232,7 @@ impl Alerts {
 
     /// Considers one dispatched finding (active-set entry after the merge).
     pub fn offer(&self, f: &Finding) {
-        if f.severity < self.cfg.min_severity {
+        if f.severity.level() < self.min_severity.load(Ordering::Relaxed) || !self.enabled() {
             return;
         }
         let now = self.clock.monotonic_nanos();
@@ -203,7 +271,9 @@ impl Alerts {
     }
 
     fn send(&self, n: Notification) {
-        if !self.webhook.enqueue(n) {
+        let notifier = self.notifier.read().clone();
+        let Some(hook) = notifier else { return };
+        if !hook.enqueue(n) {
             self.counters.refused.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -231,6 +301,7 @@ impl Alerts {
     fn alert_notification(&self, f: &Finding, wall: Timestamp) -> Notification {
         let text = format!("{} {}: {}", f.severity, f.check, f.message);
         let body = json!({
+            "id": crate::ids::random_hex(16),
             "type": "finding",
             "text": text,
             "host": self.host,
@@ -250,6 +321,7 @@ impl Alerts {
             .map(|(c, sev, n)| json!({ "check": c, "severity": sev, "count": n }))
             .collect();
         let body = json!({
+            "id": crate::ids::random_hex(16),
             "type": "held_back_summary",
             "text": s.text(),
             "host": self.host,
@@ -276,13 +348,17 @@ impl Alerts {
         self.counters.window_held_back.load(Ordering::Relaxed)
     }
 
-    /// The `alerts` object of the status snapshot (atomics only).
-    pub fn status(&self) -> Value {
+    /// The `alerts` object of the status snapshot (atomics and a short read lock); `None`
+    /// while no notifier is configured.
+    pub fn status(&self) -> Option<Value> {
+        let hook = self.notifier.read().clone()?;
         let c = &self.counters;
-        let hook = self.webhook.counters();
+        let hc = hook.counters();
+        let min = Severity::from_level(self.min_severity.load(Ordering::Relaxed))
+            .unwrap_or(Severity::High);
         let mut v = json!({
-            "max_per_hour": self.cfg.max_per_hour,
-            "min_severity": self.cfg.min_severity,
+            "max_per_hour": self.max_per_hour.load(Ordering::Relaxed),
+            "min_severity": min,
             "window_seconds": WINDOW.as_secs(),
             "selected_total": c.selected.load(Ordering::Relaxed),
             "sent_total": c.sent.load(Ordering::Relaxed),
@@ -292,10 +368,10 @@ impl Alerts {
             "held_back_in_window": c.window_held_back.load(Ordering::Relaxed),
             "notifiers": {
                 "webhook": {
-                    "destination": self.webhook.destination(),
-                    "delivered_total": hook.delivered.load(Ordering::Relaxed),
-                    "failed_total": hook.failed.load(Ordering::Relaxed),
-                    "retries_total": hook.retries.load(Ordering::Relaxed),
+                    "destination": hook.destination(),
+                    "delivered_total": hc.delivered.load(Ordering::Relaxed),
+                    "failed_total": hc.failed.load(Ordering::Relaxed),
+                    "retries_total": hc.retries.load(Ordering::Relaxed),
                     "refused_total": c.refused.load(Ordering::Relaxed),
                 }
             },
@@ -307,12 +383,16 @@ impl Alerts {
                 v["window_ends_at"] = json!(rfc3339(crate::clock::add(t, WINDOW)));
             }
         }
-        v
+        Some(v)
     }
 
-    /// Stops the notifier (waits up to `grace` for an attempt in progress).
+    /// Stops the notifier (waits up to `grace` for an attempt in progress). Spooled
+    /// notifications stay for the next start.
     pub fn shutdown(&self, grace: Duration) {
-        self.webhook.shutdown(grace);
+        let n = self.notifier.write().take();
+        if let Some(n) = n {
+            n.shutdown(grace);
+        }
     }
 }
 
@@ -322,12 +402,18 @@ mod tests {
     use crate::clock::{Clock, ManualClock};
     use crate::config::alerts::WebhookConfig;
     use crate::findings::Severity;
-    use crate::queue::{PopError, Row};
+    use crate::queue::Row;
 
-    fn setup(max: u32) -> (Arc<Alerts>, Arc<Registry>, Arc<ManualClock>) {
-        let clock = ManualClock::at_epoch_2026();
-        let reg = Registry::new();
-        let cfg = AlertsConfig {
+    struct Fixture {
+        a: Arc<Alerts>,
+        reg: Arc<Registry>,
+        clock: Arc<ManualClock>,
+        store: Store,
+        dir: std::path::PathBuf,
+    }
+
+    fn config(max: u32) -> AlertsConfig {
+        AlertsConfig {
             max_per_hour: max,
             min_severity: Severity::High,
             webhook: Some(WebhookConfig {
@@ -335,10 +421,49 @@ mod tests {
                 timeout_seconds: 5,
                 max_attempts: 3,
             }),
-        };
-        // No notifier thread: the test reads the queue itself.
-        let a = Alerts::build(&cfg, clock.clone(), &reg).unwrap();
-        (a, reg, clock)
+        }
+    }
+
+    fn setup(tag: &str, max: u32) -> Fixture {
+        let dir = std::env::temp_dir().join(format!("svc-alerts-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open(&dir.join("svc.db")).unwrap();
+        let clock = ManualClock::at_epoch_2026();
+        let reg = Registry::new();
+        let cfg = config(max);
+        let a = Alerts::build(
+            &cfg,
+            clock.clone(),
+            store.clone(),
+            &reg,
+            Arc::new(webhook::http_factory),
+            16,
+        );
+        // A notifier without its thread: the test reads the spool itself.
+        let hook = Webhook::new(
+            cfg.webhook.as_ref().unwrap(),
+            clock.clone(),
+            store.clone(),
+            &reg,
+            16,
+        )
+        .unwrap();
+        *a.notifier.write() = Some(Arc::new(hook));
+        Fixture {
+            a,
+            reg,
+            clock,
+            store,
+            dir,
+        }
+    }
+
+    impl Fixture {
+        fn finish(self) {
+            self.store.close();
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 
     fn shell(i: u32) -> Finding {
@@ -350,23 +475,30 @@ mod tests {
         )
     }
 
+    /// Takes every spooled notification, oldest first.
     fn queued(a: &Alerts) -> Vec<Value> {
+        let hook = a.notifier.read().clone().unwrap();
         let mut out = Vec::new();
-        loop {
-            match a.webhook.queue_for_tests().pop_timeout(Duration::ZERO) {
-                Ok(g) => out.push(serde_json::from_slice(&g.finish().body).unwrap()),
-                Err(PopError::Timeout) | Err(PopError::Closed) => return out,
-            }
+        while let Some(r) = hook.spool().head().unwrap() {
+            out.push(serde_json::from_slice(&r.body).unwrap());
+            hook.spool().remove(r.id).unwrap();
         }
+        out
     }
 
     fn row(reg: &Registry) -> Row {
-        reg.snapshot()[webhook::ROW].clone()
+        reg.snapshot()[spool::ROW].clone()
     }
 
     #[test]
     fn budget_of_two_sends_two_holds_three_and_summarises_at_window_end() {
-        let (a, reg, clock) = setup(2);
+        let Fixture {
+            a,
+            reg,
+            clock,
+            store,
+            dir,
+        } = setup("budget", 2);
         for i in 0..5 {
             a.offer(&shell(i));
             clock.advance_secs(10);
@@ -379,13 +511,15 @@ mod tests {
         let sent = queued(&a);
         assert_eq!(sent.len(), 2);
         assert_eq!(sent[0]["type"], "finding");
+        assert_eq!(sent[0]["id"].as_str().unwrap().len(), 32);
+        assert_ne!(sent[0]["id"], sent[1]["id"]);
         assert_eq!(sent[0]["finding"]["severity"], "CRITICAL");
         assert_eq!(sent[0]["finding"]["check"], "webshell");
         assert!(sent[0]["text"]
             .as_str()
             .unwrap()
             .starts_with("CRITICAL webshell: "));
-        let s = a.status();
+        let s = a.status().unwrap();
         assert_eq!(s["held_back_in_window"], 3);
         assert_eq!(s["held_back_total"], 3);
         assert_eq!(s["sent_in_window"], 2);
@@ -413,7 +547,7 @@ mod tests {
             .as_str()
             .unwrap()
             .starts_with("3 alerts held back between 2026-01-01T00:00:00.000000Z and 2026-01-01T01:00:00.000000Z"));
-        let s = a.status();
+        let s = a.status().unwrap();
         assert_eq!(
             (
                 s["held_back_in_window"].as_u64(),
@@ -423,28 +557,80 @@ mod tests {
         );
         assert!(s.get("window_started_at").is_none());
         assert_eq!(row(&reg).dropped_total, 0);
+        Fixture {
+            a,
+            reg,
+            clock,
+            store,
+            dir,
+        }
+        .finish();
     }
 
     #[test]
     fn the_next_window_summarises_the_previous_one_first() {
-        let (a, _reg, clock) = setup(1);
-        a.offer(&shell(1));
-        a.offer(&shell(2));
-        clock.advance_secs(4000);
-        a.offer(&shell(3));
-        let out = queued(&a);
+        let f = setup("next", 1);
+        f.a.offer(&shell(1));
+        f.a.offer(&shell(2));
+        f.clock.advance_secs(4000);
+        f.a.offer(&shell(3));
+        let out = queued(&f.a);
         let types: Vec<&str> = out.iter().map(|v| v["type"].as_str().unwrap()).collect();
         assert_eq!(types, vec!["finding", "held_back_summary", "finding"]);
         assert_eq!(out[1]["held_back"], 1);
+        f.finish();
     }
 
     #[test]
-    fn a_full_notifier_queue_is_counted_not_hidden() {
-        let (a, reg, _clock) = setup(100_000);
-        for i in 0..(webhook::CAPACITY as u32 + 5) {
-            a.offer(&shell(i));
+    fn a_full_spool_is_counted_not_hidden() {
+        let f = setup("full", 100_000);
+        for i in 0..(16 + 5) {
+            f.a.offer(&shell(i));
         }
-        assert_eq!(row(&reg).dropped_total, 5);
-        assert_eq!(a.status()["notifiers"]["webhook"]["refused_total"], 5);
+        assert_eq!(row(&f.reg).dropped_total, 5, "the oldest five gave way");
+        assert_eq!(queued(&f.a).len(), 16);
+        f.finish();
+    }
+
+    #[test]
+    fn reconfigure_changes_severity_and_budget_live_and_removes_the_notifier() {
+        let f = setup("reconf", 1);
+        f.a.offer(&shell(1));
+        f.a.offer(&shell(2));
+        assert_eq!(f.a.status().unwrap()["held_back_in_window"], 1);
+        let mut next = config(3);
+        next.min_severity = Severity::Critical;
+        // Keep the test's thread-less notifier: same webhook settings.
+        f.a.reconfigure(&next).unwrap();
+        let s = f.a.status().unwrap();
+        assert_eq!(
+            (s["max_per_hour"].as_u64(), s["min_severity"].as_str()),
+            (Some(3), Some("CRITICAL"))
+        );
+        f.a.offer(&shell(3));
+        assert_eq!(
+            f.a.status().unwrap()["sent_in_window"],
+            2,
+            "the open window got room"
+        );
+        let mut high = shell(4);
+        high.severity = Severity::High;
+        f.a.offer(&high);
+        assert_eq!(
+            f.a.status().unwrap()["selected_total"],
+            3,
+            "HIGH is below the new minimum"
+        );
+        next.webhook = None;
+        f.a.reconfigure(&next).unwrap();
+        assert!(f.a.status().is_none());
+        assert!(!f.a.enabled());
+        assert!(
+            !f.reg.snapshot().contains_key(spool::ROW),
+            "the row went with the notifier"
+        );
+        f.a.offer(&shell(5));
+        assert_eq!(f.a.counters().selected.load(Ordering::Relaxed), 3);
+        f.finish();
     }
 }

@@ -1,42 +1,51 @@
-//! The webhook notifier: a bounded queue of notifications (`alerts.webhook`), one worker
-//! thread that POSTs each as JSON, with bounded attempts and exponential backoff.
+//! The webhook notifier: notifications wait in the durable spool ([`super::spool`], row
+//! `panel.spool`); one worker thread POSTs each as JSON, oldest first, with bounded attempts
+//! and exponential backoff, and removes it from the spool once delivered or given up.
 //!
-//! Row `alerts.webhook` (`depth_unit` `notifications`, capacity [`CAPACITY`],
+//! Row `panel.spool` (`depth_unit` `records`, capacity [`super::spool::CAPACITY`],
 //! `lag_basis` `consumer_progress`):
-//! - `waiting`: notifications queued; `running`: the one being delivered (including its
+//! - `waiting`: spooled notifications; `running`: the one being delivered (including its
 //!   backoff pauses between attempts).
-//! - A full queue refuses the new notification: one loss.
+//! - A full spool drops its oldest waiting record for the new one: one loss.
 //! - A failed attempt that will be retried reports `retry_failed` for a minute and counts no
 //!   loss. A notification whose last attempt failed (or that got a permanent refusal) is one
 //!   loss and sets `delivery_failed` until the next successful delivery.
-//! - Shutdown drops what is still queued without counting loss (logged).
+//! - Delivery is at least once: a record leaves the spool only after its delivery (or its
+//!   last attempt); a restart in between delivers it again. Each body carries a unique `id`
+//!   so receivers can drop repeats. After a restart every spooled record starts again with
+//!   `max_attempts` attempts.
+//! - Shutdown leaves the spool as it is (nothing is dropped; the record in delivery stays).
 //!
 //! Attempt outcomes: a 2xx answer delivers. Transport errors, timeouts and the answers 408,
 //! 425, 429 and 5xx are retried; any other answer (redirects are not followed) is a
 //! permanent refusal.
+//!
+//! Settings (`alerts.webhook.*`) are swapped live by [`Webhook::reconfigure`]: the worker
+//! builds a new transport before its next attempt, keeping the record in delivery and its
+//! attempt count.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TryRecvError};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
+use super::spool::Spool;
 use crate::clock::SharedClock;
 use crate::config::alerts::WebhookConfig;
-use crate::queue::{BoundedQueue, Flag, PopError, Registry, RowConfig, RowHandle, WorkGuard};
+use crate::queue::{Flag, Registry, RunningGuard};
+use crate::store::spool::SpoolRecord;
+use crate::store::Store;
 
-/// Name of the health row.
-pub const ROW: &str = "alerts.webhook";
-/// Notifications waiting at most.
-pub const CAPACITY: u64 = 256;
 /// Pause after the first failed attempt; doubles after each further failure.
 pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
 /// Longest pause between attempts.
 pub const BACKOFF_CAP: Duration = Duration::from_secs(16);
 /// Longest wait of the worker before it checks the stop signal and the budget window.
 const POLL: Duration = Duration::from_millis(500);
+/// Pause before retrying a failed spool read or removal.
+const SPOOL_RETRY: Duration = Duration::from_secs(1);
 
 /// Pause before the next attempt after `failed` failed attempts (1, 2, 4, 8, 16, 16, ... s).
 pub fn backoff(failed: u32) -> Duration {
@@ -63,6 +72,14 @@ pub enum AttemptError {
 /// Sends one notification body.
 pub trait Transport: Send {
     fn post(&mut self, body: &[u8]) -> Result<(), AttemptError>;
+}
+
+/// Builds the transport for a webhook configuration (the real one: [`HttpTransport::new`]).
+pub type TransportFactory = Box<dyn Fn(&WebhookConfig) -> Box<dyn Transport> + Send + Sync>;
+
+/// The real transport factory.
+pub fn http_factory() -> TransportFactory {
+    Box::new(|cfg| Box::new(HttpTransport::new(cfg)))
 }
 
 /// The real transport: a JSON POST with `ureq` (rustls, ring), one deadline per attempt, no
@@ -128,98 +145,166 @@ pub struct Counters {
     pub retries: AtomicU64,
 }
 
+/// The live webhook settings with a generation, so the worker notices a change.
+pub struct Settings {
+    cfg: RwLock<(u64, WebhookConfig)>,
+}
+
+impl Settings {
+    pub fn new(cfg: &WebhookConfig) -> Arc<Settings> {
+        Arc::new(Settings {
+            cfg: RwLock::new((1, cfg.clone())),
+        })
+    }
+
+    /// Replaces the settings (a new generation when they differ).
+    pub fn set(&self, cfg: &WebhookConfig) -> bool {
+        let mut g = self.cfg.write();
+        if g.1 == *cfg {
+            return false;
+        }
+        *g = (g.0 + 1, cfg.clone());
+        true
+    }
+
+    pub fn get(&self) -> (u64, WebhookConfig) {
+        self.cfg.read().clone()
+    }
+}
+
 /// A notification being delivered, with its attempt count and next attempt instant.
-pub struct InFlight<'q> {
-    guard: WorkGuard<'q, Notification>,
+pub struct InFlight<'s> {
+    record: SpoolRecord,
+    running: RunningGuard<'s>,
     attempts: u32,
     next_at: i64,
+    /// Delivered or given up; its removal from the spool is pending.
+    done: Option<Done>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Done {
+    Delivered,
+    Lost,
 }
 
 /// What one [`Worker::step`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Turn {
-    /// Nothing queued.
+    /// Nothing spooled.
     Idle,
-    /// The queue is closed and empty.
-    Closed,
-    /// Delivered.
+    /// Delivered (and removed from the spool).
     Delivered,
     /// The attempt failed; the next one is due after the pause.
     Retrying(Duration),
     /// Waiting for the next attempt; this much is left.
     Backoff(Duration),
-    /// Given up: one loss.
+    /// Given up: one loss (removed from the spool).
     Lost,
+    /// The spool could not be read or updated; try again after this pause.
+    SpoolError(Duration),
 }
 
 /// The delivery logic, driven by [`Worker::step`] (the thread loop, or a test with a manual
 /// clock).
 pub struct Worker {
+    factory: TransportFactory,
+    settings: Arc<Settings>,
+    generation: u64,
     transport: Box<dyn Transport>,
-    clock: SharedClock,
     max_attempts: u32,
+    clock: SharedClock,
     counters: Arc<Counters>,
 }
 
 impl Worker {
     pub fn new(
-        transport: Box<dyn Transport>,
+        factory: TransportFactory,
+        settings: Arc<Settings>,
         clock: SharedClock,
-        max_attempts: u32,
         counters: Arc<Counters>,
     ) -> Worker {
+        let (generation, cfg) = settings.get();
         Worker {
-            transport,
+            transport: factory(&cfg),
+            max_attempts: cfg.max_attempts.max(1),
+            factory,
+            settings,
+            generation,
             clock,
-            max_attempts: max_attempts.max(1),
             counters,
         }
     }
 
-    /// One turn: take a notification if none is in flight (waiting up to `wait`), and make
-    /// an attempt when one is due.
-    pub fn step<'q>(
+    /// Picks up changed settings: a new transport (destination, timeout) and attempt limit.
+    fn refresh(&mut self) {
+        let (generation, cfg) = self.settings.get();
+        if generation != self.generation {
+            self.transport = (self.factory)(&cfg);
+            self.max_attempts = cfg.max_attempts.max(1);
+            self.generation = generation;
+            log::info!(
+                "webhook: settings changed; delivering to {}",
+                cfg.redacted()
+            );
+        }
+    }
+
+    /// One turn: take the oldest spooled notification if none is in flight (waiting up to
+    /// `wait` when the spool is empty), and make an attempt when one is due.
+    pub fn step<'s>(
         &mut self,
-        queue: &'q BoundedQueue<Notification>,
-        current: &mut Option<InFlight<'q>>,
+        spool: &'s Spool,
+        current: &mut Option<InFlight<'s>>,
         wait: Duration,
     ) -> Turn {
+        self.refresh();
         if current.is_none() {
-            match queue.pop_timeout(wait) {
-                Ok(guard) => {
+            match spool.head() {
+                Ok(Some(record)) => {
+                    spool.set_in_flight(record.id);
                     *current = Some(InFlight {
-                        guard,
+                        record,
+                        running: spool.health().start_running(),
                         attempts: 0,
                         next_at: self.clock.monotonic_nanos(),
+                        done: None,
                     });
                 }
-                Err(PopError::Timeout) => return Turn::Idle,
-                Err(PopError::Closed) => return Turn::Closed,
+                Ok(None) => {
+                    spool.wait(wait);
+                    return Turn::Idle;
+                }
+                Err(e) => {
+                    log::warn!("webhook: cannot read the spool: {e}");
+                    return Turn::SpoolError(SPOOL_RETRY);
+                }
             }
         }
         let Some(c) = current.as_mut() else {
             return Turn::Idle;
         };
+        if let Some(done) = c.done {
+            return Self::finish(spool, current, done);
+        }
         let now = self.clock.monotonic_nanos();
         if now < c.next_at {
             let left = u64::try_from(c.next_at - now).unwrap_or(0);
             return Turn::Backoff(Duration::from_nanos(left));
         }
         // Each attempt (and the pause after it) gets its own phase budget.
-        c.guard.set_phase(crate::queue::Phase::Processing);
+        c.running.set_phase(crate::queue::Phase::Processing);
         c.attempts += 1;
         self.counters.attempts.fetch_add(1, Ordering::Relaxed);
-        let outcome = self.transport.post(&c.guard.body);
-        let health = queue.health();
+        let outcome = self.transport.post(&c.record.body);
+        let health = spool.health();
         match outcome {
             Ok(()) => {
                 health.set_flag(Flag::DeliveryFailed, false);
                 self.counters.delivered.fetch_add(1, Ordering::Relaxed);
-                if let Some(c) = current.take() {
-                    log::debug!("webhook: delivered {}", c.guard.describe);
-                    c.guard.finish();
-                }
-                Turn::Delivered
+                log::debug!("webhook: delivered {}", c.record.describe);
+                c.done = Some(Done::Delivered);
+                Self::finish(spool, current, Done::Delivered)
             }
             Err(AttemptError::Retry(e)) if c.attempts < self.max_attempts => {
                 let pause = backoff(c.attempts);
@@ -230,7 +315,7 @@ impl Worker {
                     "webhook: attempt {}/{} for {} failed ({e}); retrying in {} s",
                     c.attempts,
                     self.max_attempts,
-                    c.guard.describe,
+                    c.record.describe,
                     pause.as_secs()
                 );
                 Turn::Retrying(pause)
@@ -238,55 +323,71 @@ impl Worker {
             Err(AttemptError::Retry(e)) | Err(AttemptError::Permanent(e)) => {
                 health.set_flag(Flag::DeliveryFailed, true);
                 self.counters.failed.fetch_add(1, Ordering::Relaxed);
-                if let Some(c) = current.take() {
-                    log::error!(
-                        "webhook: giving up on {} after {} attempt(s): {e}",
-                        c.guard.describe,
-                        c.attempts
-                    );
-                    c.guard.lose();
-                }
+                log::error!(
+                    "webhook: giving up on {} after {} attempt(s): {e}",
+                    c.record.describe,
+                    c.attempts
+                );
+                c.done = Some(Done::Lost);
+                Self::finish(spool, current, Done::Lost)
+            }
+        }
+    }
+
+    /// Removes the finished record from the spool; until that succeeds it stays in flight
+    /// (never attempted again).
+    fn finish<'s>(spool: &'s Spool, current: &mut Option<InFlight<'s>>, done: Done) -> Turn {
+        let Some(c) = current.as_ref() else {
+            return Turn::Idle;
+        };
+        if let Err(e) = spool.remove(c.record.id) {
+            log::warn!(
+                "webhook: cannot remove {} from the spool: {e}",
+                c.record.describe
+            );
+            return Turn::SpoolError(SPOOL_RETRY);
+        }
+        let Some(c) = current.take() else {
+            return Turn::Idle;
+        };
+        spool.set_in_flight(0);
+        match done {
+            Done::Delivered => {
+                c.running.finish();
+                Turn::Delivered
+            }
+            Done::Lost => {
+                c.running.lose();
                 Turn::Lost
             }
         }
     }
 }
 
-/// The notifier: queue, row, worker thread.
+/// The notifier: spool, settings, worker thread.
 pub struct Webhook {
-    queue: BoundedQueue<Notification>,
-    _row: RowHandle,
-    max_attempts: u32,
-    destination: String,
+    spool: Arc<Spool>,
+    settings: Arc<Settings>,
     counters: Arc<Counters>,
-    stop: Mutex<Option<Sender<()>>>,
+    stop: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Webhook {
-    /// Builds the queue and registers `alerts.webhook`. Call [`start`](Self::start) next.
+    /// Opens the spool (registers `panel.spool`). Call [`start`](Self::start) next.
     pub fn new(
         cfg: &WebhookConfig,
         clock: SharedClock,
+        store: Store,
         registry: &Arc<Registry>,
+        capacity: usize,
     ) -> Result<Webhook, String> {
-        let queue = BoundedQueue::new(
-            clock,
-            RowConfig::new("notifications")
-                .capacity(CAPACITY)
-                .running_slots(1),
-        )
-        .map_err(|e| format!("{ROW}: {e}"))?;
-        let row = registry
-            .register(ROW, queue.health().clone())
-            .map_err(|e| format!("{ROW}: {e}"))?;
+        let spool = Spool::open(store, clock, registry, capacity)?;
         Ok(Webhook {
-            queue,
-            _row: row,
-            max_attempts: cfg.max_attempts,
-            destination: cfg.redacted(),
+            spool: Arc::new(spool),
+            settings: Settings::new(cfg),
             counters: Arc::new(Counters::default()),
-            stop: Mutex::new(None),
+            stop: Arc::new(AtomicBool::new(false)),
             thread: Mutex::new(None),
         })
     }
@@ -295,55 +396,62 @@ impl Webhook {
     /// to close its window).
     pub fn start(
         &self,
-        transport: Box<dyn Transport>,
+        factory: TransportFactory,
         clock: SharedClock,
         tick: Box<dyn Fn() + Send>,
     ) -> Result<(), String> {
-        let (tx, rx) = bounded::<()>(0);
-        let worker = Worker::new(transport, clock, self.max_attempts, self.counters.clone());
-        let queue = self.queue.clone();
+        let worker = Worker::new(factory, self.settings.clone(), clock, self.counters.clone());
+        let spool = self.spool.clone();
+        let stop = self.stop.clone();
         let t = std::thread::Builder::new()
             .name("alerts-webhook".into())
-            .spawn(move || run(worker, queue, rx, tick))
+            .spawn(move || run(worker, &spool, &stop, tick))
             .map_err(|e| e.to_string())?;
-        *self.stop.lock() = Some(tx);
         *self.thread.lock() = Some(t);
         Ok(())
     }
 
-    /// Queues a notification; false when refused (a full queue counts one loss).
+    /// Spools a notification; false when it could not be stored (one loss, logged).
     pub fn enqueue(&self, n: Notification) -> bool {
-        match self.queue.try_push(n) {
-            Ok(()) => true,
-            Err(refused) => {
-                log::warn!("webhook: {} refused: {refused}", refused.item().describe);
-                false
-            }
+        self.spool.push(&n.describe, &n.body)
+    }
+
+    /// New settings (`alerts.webhook.*`); the worker uses them from its next attempt.
+    pub fn reconfigure(&self, cfg: &WebhookConfig) -> bool {
+        let changed = self.settings.set(cfg);
+        if changed {
+            self.spool.wake();
         }
+        changed
     }
 
     /// Where notifications go (scheme and host only).
-    pub fn destination(&self) -> &str {
-        &self.destination
+    pub fn destination(&self) -> String {
+        self.settings.get().1.redacted()
     }
 
     pub fn counters(&self) -> &Counters {
         &self.counters
     }
 
+    /// Attempt deadline of the current settings.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs(self.settings.get().1.timeout_seconds)
+    }
+
     #[cfg(test)]
-    pub(crate) fn queue_for_tests(&self) -> &BoundedQueue<Notification> {
-        &self.queue
+    pub(crate) fn spool(&self) -> &Spool {
+        &self.spool
     }
 
     /// Stops the worker: waits up to `grace` for an attempt in progress, then leaves the
-    /// thread to end on its own (the process is exiting). Queued notifications are dropped
-    /// (a shutdown drain, not a loss; logged).
-    pub fn shutdown(&self, grace: Duration) {
-        self.queue.close();
-        drop(self.stop.lock().take());
+    /// thread to end on its own. The spool keeps every record, the one in delivery too.
+    /// Returns whether the thread ended within `grace`.
+    pub fn shutdown(&self, grace: Duration) -> bool {
+        self.stop.store(true, Ordering::SeqCst);
+        self.spool.wake();
         let Some(t) = self.thread.lock().take() else {
-            return;
+            return true;
         };
         let deadline = Instant::now() + grace;
         while !t.is_finished() && Instant::now() < deadline {
@@ -351,71 +459,60 @@ impl Webhook {
         }
         if t.is_finished() {
             let _ = t.join();
+            true
         } else {
             log::warn!("webhook: an attempt is still in progress at shutdown; not waiting for it");
+            false
         }
     }
 }
 
-fn run(
-    mut worker: Worker,
-    queue: BoundedQueue<Notification>,
-    stop: Receiver<()>,
-    tick: Box<dyn Fn() + Send>,
-) {
+fn run(mut worker: Worker, spool: &Spool, stop: &AtomicBool, tick: Box<dyn Fn() + Send>) {
     let mut current: Option<InFlight<'_>> = None;
-    loop {
+    while !stop.load(Ordering::SeqCst) {
         tick();
-        if matches!(stop.try_recv(), Err(TryRecvError::Disconnected)) {
-            break;
-        }
-        match worker.step(&queue, &mut current, POLL) {
-            Turn::Closed => break,
-            Turn::Backoff(left) | Turn::Retrying(left) => {
-                if let Err(RecvTimeoutError::Disconnected) = stop.recv_timeout(left.min(POLL)) {
-                    break;
-                }
+        match worker.step(spool, &mut current, POLL) {
+            Turn::Backoff(left) | Turn::Retrying(left) | Turn::SpoolError(left) => {
+                spool.wait(left.min(POLL));
             }
             Turn::Idle | Turn::Delivered | Turn::Lost => {}
         }
     }
     if let Some(c) = current.take() {
-        log::warn!(
-            "webhook: shutdown while retrying {}; not sent",
-            c.guard.describe
-        );
-        c.guard.cancel();
+        // Still spooled: delivered after the next start (not a loss).
+        spool.set_in_flight(0);
+        c.running.cancel();
     }
-    let left = queue.drain();
-    if !left.is_empty() {
-        log::warn!(
-            "webhook: {} queued notification(s) not sent at shutdown",
-            left.len()
-        );
+    let left = spool.len();
+    if left > 0 {
+        log::info!("webhook: {left} notification(s) stay spooled for the next start");
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::alerts::spool::ROW;
     use crate::clock::ManualClock;
     use crate::queue::{Condition, Row, Status};
     use std::collections::VecDeque;
 
-    /// Answers attempts from a script; records every body.
+    type Script = Arc<Mutex<VecDeque<Result<(), AttemptError>>>>;
+    type Seen = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
+    /// Answers attempts from a script; records every body with the URL it went to.
     struct Scripted {
-        answers: Arc<Mutex<VecDeque<Result<(), AttemptError>>>>,
-        seen: Arc<Mutex<Vec<Vec<u8>>>>,
+        url: String,
+        answers: Script,
+        seen: Seen,
     }
 
     impl Transport for Scripted {
         fn post(&mut self, body: &[u8]) -> Result<(), AttemptError> {
-            self.seen.lock().push(body.to_vec());
+            self.seen.lock().push((self.url.clone(), body.to_vec()));
             self.answers.lock().pop_front().unwrap_or(Ok(()))
         }
     }
-
-    type Script = Arc<Mutex<VecDeque<Result<(), AttemptError>>>>;
 
     struct Fixture {
         hook: Webhook,
@@ -423,27 +520,42 @@ mod tests {
         reg: Arc<Registry>,
         clock: Arc<ManualClock>,
         answers: Script,
-        seen: Arc<Mutex<Vec<Vec<u8>>>>,
+        seen: Seen,
+        store: Store,
+        dir: std::path::PathBuf,
     }
 
-    fn setup(max_attempts: u32) -> Fixture {
-        let clock = ManualClock::at_epoch_2026();
-        let reg = Registry::new();
-        let cfg = WebhookConfig {
+    fn cfg(max_attempts: u32) -> WebhookConfig {
+        WebhookConfig {
             url: "https://hooks.example.com/secret".into(),
             timeout_seconds: 5,
             max_attempts,
-        };
-        let hook = Webhook::new(&cfg, clock.clone(), &reg).unwrap();
+        }
+    }
+
+    fn setup(tag: &str, max_attempts: u32) -> Fixture {
+        let dir = std::env::temp_dir().join(format!("svc-hook-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open(&dir.join("svc.db")).unwrap();
+        let clock = ManualClock::at_epoch_2026();
+        let reg = Registry::new();
+        let hook =
+            Webhook::new(&cfg(max_attempts), clock.clone(), store.clone(), &reg, 16).unwrap();
         let answers: Script = Arc::new(Mutex::new(VecDeque::new()));
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let worker = Worker::new(
+        let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+        let (a, s) = (answers.clone(), seen.clone());
+        let factory: TransportFactory = Box::new(move |c: &WebhookConfig| {
             Box::new(Scripted {
-                answers: answers.clone(),
-                seen: seen.clone(),
-            }),
+                url: c.url.clone(),
+                answers: a.clone(),
+                seen: s.clone(),
+            }) as Box<dyn Transport>
+        });
+        let worker = Worker::new(
+            factory,
+            hook.settings.clone(),
             clock.clone(),
-            max_attempts,
             hook.counters.clone(),
         );
         Fixture {
@@ -453,6 +565,15 @@ mod tests {
             clock,
             answers,
             seen,
+            store,
+            dir,
+        }
+    }
+
+    impl Fixture {
+        fn finish(self) {
+            self.store.close();
+            let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
 
@@ -477,130 +598,209 @@ mod tests {
 
     #[test]
     fn a_retry_that_survives_reports_retry_failed_without_loss() {
-        let Fixture {
-            hook,
-            worker: mut w,
-            reg,
-            clock,
-            answers,
-            seen,
-        } = setup(5);
-        answers.lock().extend([
+        let mut f = setup("retry", 5);
+        f.answers.lock().extend([
             Err(AttemptError::Retry("connection refused".into())),
             Err(AttemptError::Retry("answered 503".into())),
         ]);
-        assert!(hook.enqueue(note(1)));
-        let q = hook.queue.clone();
+        assert!(f.hook.enqueue(note(1)));
+        let spool = f.hook.spool.clone();
         let mut cur = None;
         assert_eq!(
-            w.step(&q, &mut cur, Duration::ZERO),
+            f.worker.step(&spool, &mut cur, Duration::ZERO),
             Turn::Retrying(Duration::from_secs(1))
         );
-        let r = row(&reg);
+        let r = row(&f.reg);
         assert_eq!((r.waiting, r.running, r.dropped_total), (Some(0), 1, 0));
         assert_eq!(r.conditions, vec![Condition::RetryFailed]);
         assert_eq!(r.status, Status::Warning);
         // Not due yet: no attempt.
         assert_eq!(
-            w.step(&q, &mut cur, Duration::ZERO),
+            f.worker.step(&spool, &mut cur, Duration::ZERO),
             Turn::Backoff(Duration::from_secs(1))
         );
-        clock.advance_secs(1);
+        f.clock.advance_secs(1);
         assert_eq!(
-            w.step(&q, &mut cur, Duration::ZERO),
+            f.worker.step(&spool, &mut cur, Duration::ZERO),
             Turn::Retrying(Duration::from_secs(2))
         );
-        clock.advance_secs(2);
-        assert_eq!(w.step(&q, &mut cur, Duration::ZERO), Turn::Delivered);
-        assert_eq!(seen.lock().len(), 3);
-        let r = row(&reg);
+        f.clock.advance_secs(2);
+        assert_eq!(
+            f.worker.step(&spool, &mut cur, Duration::ZERO),
+            Turn::Delivered
+        );
+        assert_eq!(f.seen.lock().len(), 3);
+        assert!(spool.is_empty(), "delivered records leave the spool");
+        let r = row(&f.reg);
         assert_eq!((r.running, r.dropped_total), (0, 0));
         assert_eq!(
             r.conditions,
             vec![Condition::RetryFailed],
             "shown for a minute"
         );
-        clock.advance_secs(60);
-        let r = row(&reg);
+        f.clock.advance_secs(60);
+        let r = row(&f.reg);
         assert!(r.conditions.is_empty());
         assert_eq!(r.status, Status::Ok);
-        assert_eq!(w.step(&q, &mut cur, Duration::ZERO), Turn::Idle);
+        assert_eq!(f.worker.step(&spool, &mut cur, Duration::ZERO), Turn::Idle);
+        drop(cur);
+        f.finish();
     }
 
     #[test]
     fn exhausted_attempts_are_one_loss_and_delivery_failed_until_a_success() {
-        let Fixture {
-            hook,
-            worker: mut w,
-            reg,
-            clock,
-            answers,
-            ..
-        } = setup(3);
+        let mut f = setup("lost", 3);
         for _ in 0..3 {
-            answers
+            f.answers
                 .lock()
                 .push_back(Err(AttemptError::Retry("timeout".into())));
         }
-        hook.enqueue(note(1));
-        hook.enqueue(note(2));
-        let q = hook.queue.clone();
+        f.hook.enqueue(note(1));
+        f.hook.enqueue(note(2));
+        let spool = f.hook.spool.clone();
         let mut cur = None;
         assert!(matches!(
-            w.step(&q, &mut cur, Duration::ZERO),
+            f.worker.step(&spool, &mut cur, Duration::ZERO),
             Turn::Retrying(_)
         ));
-        clock.advance_secs(1);
+        f.clock.advance_secs(1);
         assert!(matches!(
-            w.step(&q, &mut cur, Duration::ZERO),
+            f.worker.step(&spool, &mut cur, Duration::ZERO),
             Turn::Retrying(_)
         ));
-        clock.advance_secs(2);
-        assert_eq!(w.step(&q, &mut cur, Duration::ZERO), Turn::Lost);
-        let r = row(&reg);
+        f.clock.advance_secs(2);
+        assert_eq!(f.worker.step(&spool, &mut cur, Duration::ZERO), Turn::Lost);
+        let r = row(&f.reg);
         assert_eq!(r.dropped_total, 1, "one notification, one loss");
         assert!(r.conditions.contains(&Condition::DeliveryFailed));
         assert_eq!(r.waiting, Some(1));
+        assert_eq!(spool.len(), 1, "the lost one left the spool");
         // The next notification gets through: delivery_failed clears.
-        assert_eq!(w.step(&q, &mut cur, Duration::ZERO), Turn::Delivered);
-        clock.advance_secs(61);
-        let r = row(&reg);
+        assert_eq!(
+            f.worker.step(&spool, &mut cur, Duration::ZERO),
+            Turn::Delivered
+        );
+        f.clock.advance_secs(61);
+        let r = row(&f.reg);
         assert!(r.conditions.is_empty(), "{r:?}");
         assert_eq!(r.dropped_total, 1, "losses survive recovery");
-        assert_eq!(hook.counters().failed.load(Ordering::Relaxed), 1);
-        assert_eq!(hook.counters().attempts.load(Ordering::Relaxed), 4);
+        assert_eq!(f.hook.counters().failed.load(Ordering::Relaxed), 1);
+        assert_eq!(f.hook.counters().attempts.load(Ordering::Relaxed), 4);
+        drop(cur);
+        f.finish();
     }
 
     #[test]
     fn permanent_refusal_is_not_retried() {
-        let Fixture {
-            hook,
-            worker: mut w,
-            reg,
-            answers,
-            seen,
-            ..
-        } = setup(5);
-        answers
+        let mut f = setup("permanent", 5);
+        f.answers
             .lock()
             .push_back(Err(AttemptError::Permanent("answered 404".into())));
-        hook.enqueue(note(1));
-        let q = hook.queue.clone();
+        f.hook.enqueue(note(1));
+        let spool = f.hook.spool.clone();
         let mut cur = None;
-        assert_eq!(w.step(&q, &mut cur, Duration::ZERO), Turn::Lost);
-        assert_eq!(seen.lock().len(), 1);
-        assert_eq!(row(&reg).dropped_total, 1);
+        assert_eq!(f.worker.step(&spool, &mut cur, Duration::ZERO), Turn::Lost);
+        assert_eq!(f.seen.lock().len(), 1);
+        assert_eq!(row(&f.reg).dropped_total, 1);
+        drop(cur);
+        f.finish();
     }
 
     #[test]
-    fn a_full_queue_refuses_with_one_loss_each() {
-        let Fixture { hook, reg, .. } = setup(5);
-        for i in 0..(CAPACITY as u32 + 2) {
-            let _ = hook.enqueue(note(i));
+    fn a_full_spool_drops_the_oldest_with_one_loss_each() {
+        let f = setup("full", 5);
+        for i in 0..18 {
+            assert!(f.hook.enqueue(note(i)));
         }
-        let r = row(&reg);
-        assert_eq!((r.waiting, r.dropped_total), (Some(CAPACITY), 2));
-        assert_eq!(r.depth_unit, "notifications");
+        let r = row(&f.reg);
+        assert_eq!((r.waiting, r.dropped_total), (Some(16), 2));
+        assert_eq!(r.depth_unit, "records");
+        let head = f.hook.spool.head().unwrap().unwrap();
+        assert_eq!(head.describe, "alert 2", "the two oldest went");
+        f.finish();
+    }
+
+    #[test]
+    fn new_settings_apply_from_the_next_attempt_keeping_the_record() {
+        let mut f = setup("settings", 5);
+        f.answers
+            .lock()
+            .push_back(Err(AttemptError::Retry("connection refused".into())));
+        f.hook.enqueue(note(7));
+        let spool = f.hook.spool.clone();
+        let mut cur = None;
+        assert!(matches!(
+            f.worker.step(&spool, &mut cur, Duration::ZERO),
+            Turn::Retrying(_)
+        ));
+        let mut next = cfg(5);
+        next.url = "https://other.example.net/hook".into();
+        assert!(f.hook.reconfigure(&next));
+        assert!(
+            !f.hook.reconfigure(&next),
+            "unchanged settings are no change"
+        );
+        assert_eq!(f.hook.destination(), "https://other.example.net");
+        f.clock.advance_secs(1);
+        assert_eq!(
+            f.worker.step(&spool, &mut cur, Duration::ZERO),
+            Turn::Delivered
+        );
+        let seen = f.seen.lock().clone();
+        assert_eq!(seen.len(), 2);
+        assert_eq!(seen[0].0, "https://hooks.example.com/secret");
+        assert_eq!(seen[1].0, "https://other.example.net/hook");
+        assert_eq!(seen[1].1, b"{\"n\":7}");
+        drop(cur);
+        f.finish();
+    }
+
+    #[test]
+    fn a_record_in_delivery_at_shutdown_stays_spooled_for_the_next_start() {
+        let mut f = setup("restart", 5);
+        f.answers
+            .lock()
+            .push_back(Err(AttemptError::Retry("connection refused".into())));
+        f.hook.enqueue(note(1));
+        let spool = f.hook.spool.clone();
+        let mut cur = None;
+        assert!(matches!(
+            f.worker.step(&spool, &mut cur, Duration::ZERO),
+            Turn::Retrying(_)
+        ));
+        // Shutdown while retrying: cancelled, not a loss, still in the store.
+        if let Some(c) = cur.take() {
+            spool.set_in_flight(0);
+            c.running.cancel();
+        }
+        assert_eq!(row(&f.reg).dropped_total, 0);
+        drop(cur);
+        drop(spool);
+        drop(f.worker);
+        drop(f.hook);
+        // The next process replays it with a fresh attempt budget.
+        let reg = Registry::new();
+        let clock = ManualClock::at_epoch_2026();
+        let hook = Webhook::new(&cfg(5), clock.clone(), f.store.clone(), &reg, 16).unwrap();
+        let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        let factory: TransportFactory = Box::new(move |c: &WebhookConfig| {
+            Box::new(Scripted {
+                url: c.url.clone(),
+                answers: Arc::new(Mutex::new(VecDeque::new())),
+                seen: s2.clone(),
+            }) as Box<dyn Transport>
+        });
+        let mut w = Worker::new(factory, hook.settings.clone(), clock, hook.counters.clone());
+        assert_eq!(row(&reg).waiting, Some(1));
+        let spool = hook.spool.clone();
+        let mut cur = None;
+        assert_eq!(w.step(&spool, &mut cur, Duration::ZERO), Turn::Delivered);
+        assert_eq!(seen.lock()[0].1, b"{\"n\":1}");
+        assert!(spool.is_empty());
+        drop(cur);
+        f.store.close();
+        let _ = std::fs::remove_dir_all(&f.dir);
     }
 
     /// A real HTTP exchange with the real transport against a one-shot loopback server.

@@ -1,12 +1,11 @@
 //! Stored copies: quarantined files and captured database objects, with bounded previews.
 
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 
 use serde_json::json;
 
 use crate::http::{Request, Response};
-use crate::scan::quarantine::{quarantined_path, QuarantineRecord};
+use crate::scan::quarantine::{open_stored, QuarantineRecord};
 use crate::store::data as sdata;
 
 use super::auth::Caller;
@@ -70,42 +69,38 @@ pub fn quarantine(app: &App, _req: &Request, _c: &Caller) -> Response {
 pub fn quarantine_preview(app: &App, req: &Request, _c: &Caller) -> Response {
     let id = tri!(required(req, "id"));
     let id2 = id.clone();
+    // The id as shown in composed messages (control and bidi characters escaped).
+    let shown = format!("\"{}\"", crate::text::escape_controls(&id));
     let entry = match app
         .store
         .read(move |c| crate::store::quarantine::get(c, &id2))
     {
         Ok(Some(e)) => e,
-        Ok(None) => return Response::error(404, &format!("no quarantine entry {id:?}")),
+        Ok(None) => return Response::error(404, &format!("no quarantine entry {shown}")),
         Err(e) => return store_failed(e),
     };
     if entry.restored_at.is_some() {
         return Response::error(
             404,
-            &format!("quarantine entry {id:?} was restored; no quarantined copy is kept"),
+            &format!("quarantine entry {shown} was restored; no quarantined copy is kept"),
         );
     }
     let record: QuarantineRecord = match serde_json::from_value(entry.record.clone()) {
         Ok(r) => r,
         Err(e) => {
-            return Response::error(500, &format!("quarantine record {id:?} is unreadable: {e}"))
+            return Response::error(
+                500,
+                &format!("quarantine record {shown} is unreadable: {e}"),
+            )
         }
     };
-    let stored = &record.stored_name;
-    if stored.is_empty() || stored.contains('/') || stored.starts_with('.') {
-        return Response::error(
-            500,
-            &format!("quarantine record {id:?} names an invalid stored file"),
-        );
-    }
-    let path = quarantined_path(&record, &app.cfg.state_path.join("quarantine"));
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(&path);
-    let file = match file {
+    let qdir = app.cfg.state_path.join("quarantine");
+    // A regular file in the daemon's quarantine directory, never through a symlink
+    // (`sys::dir`); an invalid stored name in the record is refused there.
+    let file = match open_stored(&qdir, &record) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Response::error(404, &format!("the quarantined copy of {id:?} is missing"))
+            return Response::error(404, &format!("the quarantined copy of {shown} is missing"))
         }
         Err(e) => return Response::error(500, &format!("cannot open the quarantined copy: {e}")),
     };

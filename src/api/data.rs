@@ -38,23 +38,15 @@ pub(super) fn required(req: &Request, name: &str) -> Result<String, Response> {
     }
 }
 
-/// An optional integer parameter within `min..=max`; anything else is a 400 naming it.
+/// An optional integer parameter within `min..=max`; anything else is a 400 naming it
+/// (canonical digits only: [`super::params::uint_param`]).
 pub(super) fn int_param(
     req: &Request,
     name: &str,
     min: u64,
     max: u64,
 ) -> Result<Option<u64>, Response> {
-    match param(req, name) {
-        None => Ok(None),
-        Some(v) => match v.parse::<u64>() {
-            Ok(n) if (min..=max).contains(&n) => Ok(Some(n)),
-            _ => Err(Response::error(
-                400,
-                &format!("invalid {name} {v:?}: must be an integer from {min} to {max}"),
-            )),
-        },
-    }
+    super::params::uint_param(req, name, min, max)
 }
 
 /// 503 for a store that could not answer.
@@ -365,10 +357,38 @@ pub fn export(app: &App, _req: &Request, _c: &Caller) -> Response {
     }
 }
 
-/// `GET /api/v1/blocked-ips`.
-pub fn blocked_ips(app: &App, _req: &Request, _c: &Caller) -> Response {
-    match app.store.read(sdata::blocked_ips) {
-        Ok(items) => Response::json(200, &json!({ "items": items, "total": items.len() })),
-        Err(e) => store_failed(e),
-    }
+/// Entries `/api/v1/blocked-ips` sends by default, and at most.
+pub const BLOCKED_DEFAULT_LIMIT: u64 = 1_000;
+pub const BLOCKED_MAX_LIMIT: u64 = 100_000;
+
+/// `GET /api/v1/blocked-ips?limit=&offset=`: blocks and dry-run records, newest first, each
+/// `ip`, `reason`, `source`, `created_at`, `expires_at` (omitted when permanent),
+/// `permanent`, and `dry_run: true` on recorded dry-run blocks. From the engine's memory;
+/// from the store while the engine is absent.
+pub fn blocked_ips(app: &App, req: &Request, _c: &Caller) -> Response {
+    let limit = tri!(int_param(req, "limit", 1, BLOCKED_MAX_LIMIT)).unwrap_or(BLOCKED_DEFAULT_LIMIT)
+        as usize;
+    let offset = tri!(int_param(req, "offset", 0, i64::MAX as u64)).unwrap_or(0) as usize;
+    let all = match &app.services.firewall {
+        crate::firewall::Handle::Active(f) => f.list(),
+        crate::firewall::Handle::Absent(_) => {
+            let now = app.clock.now();
+            match app.store.read(|c| crate::firewall::stored_list(c, now)) {
+                Ok(v) => v,
+                Err(e) => return store_failed(e),
+            }
+        }
+    };
+    let total = all.len();
+    let items: Vec<Value> = all
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|l| l.to_json())
+        .collect();
+    let truncated = offset.saturating_add(items.len()) < total;
+    Response::json(
+        200,
+        &json!({ "items": items, "total": total, "offset": offset, "limit": limit, "truncated": truncated }),
+    )
 }

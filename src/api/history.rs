@@ -172,21 +172,20 @@ fn present(raw: Option<&str>) -> Option<&str> {
     raw.map(str::trim).filter(|s| !s.is_empty())
 }
 
-/// A whole number in `0..=max` written with ASCII digits only.
+/// A whole number in `0..=max` written as canonical digits ([`super::params::parse_uint`]:
+/// no sign, spaces or leading zeros). Absent or exactly empty is `default`.
 fn parse_count(
     param: &'static str,
     raw: Option<&str>,
     default: u64,
     max: u64,
 ) -> Result<u64, ParamError> {
-    let Some(s) = present(raw) else {
-        return Ok(default);
+    let s = match raw {
+        None | Some("") => return Ok(default),
+        Some(s) => s,
     };
-    let reason = format!("expected a whole number from 0 to {max}");
-    if !s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(ParamError::new(param, &reason, s));
-    }
-    match s.parse::<u64>() {
+    let reason = format!("expected a whole number from 0 to {max} (digits only, no leading zeros)");
+    match super::params::parse_uint(s) {
         Ok(n) if n <= max => Ok(n),
         _ => Err(ParamError::new(param, &reason, s)),
     }

@@ -1,27 +1,22 @@
 //! `GET /api/v1/incident?ip=&account=&hours=` (admin): the timeline of one address or
 //! account over the last `hours` (default 24, 1..=720), with its incidents.
 
-use std::net::IpAddr;
-
 use serde_json::json;
 
 use crate::http::{Request, Response};
 
 use super::auth::Caller;
+use super::params;
 use super::App;
 
 /// Timeline events returned at most (newest first); `total` counts them all.
 pub const MAX_EVENTS: usize = 500;
 
 pub fn timeline(app: &App, req: &Request, _c: &Caller) -> Response {
-    let ip = match req.query_param("ip").filter(|s| !s.trim().is_empty()) {
-        None => None,
-        Some(s) => match s.trim().parse::<IpAddr>() {
-            Ok(ip) => Some(ip),
-            Err(_) => {
-                return Response::error(400, &format!("ip: not an IP address: {:?}", truncate(&s)))
-            }
-        },
+    // IPv4-mapped addresses are normalised, so `::ffff:203.0.113.9` finds 203.0.113.9.
+    let ip = match params::ip_param(req, "ip") {
+        Ok(ip) => ip,
+        Err(resp) => return resp,
     };
     let account = req
         .query_param("account")
@@ -30,20 +25,9 @@ pub fn timeline(app: &App, req: &Request, _c: &Caller) -> Response {
     if ip.is_none() && account.is_none() {
         return Response::error(400, "ip or account: one of them is required");
     }
-    let hours = match req.query_param("hours").filter(|s| !s.trim().is_empty()) {
-        None => 24,
-        Some(s) => match s.trim().parse::<i64>() {
-            Ok(h) if (1..=720).contains(&h) => h,
-            _ => {
-                return Response::error(
-                    400,
-                    &format!(
-                        "hours: must be an integer from 1 to 720, got {:?}",
-                        truncate(&s)
-                    ),
-                )
-            }
-        },
+    let hours = match params::uint_param(req, "hours", 1, 720) {
+        Ok(h) => h.unwrap_or(24) as i64,
+        Err(resp) => return resp,
     };
     let since = app
         .clock
@@ -85,8 +69,4 @@ pub fn timeline(app: &App, req: &Request, _c: &Caller) -> Response {
         body["account"] = json!(a);
     }
     Response::json(200, &body)
-}
-
-fn truncate(s: &str) -> String {
-    s.chars().take(64).collect()
 }

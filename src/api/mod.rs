@@ -1,31 +1,34 @@
 //! The API: router, authentication and scopes, CSRF and origin checks, routes.
 //!
-//! Order of checks for each request: find the route (unknown paths under `/api/` are 404
-//! once the caller is authenticated), authenticate (Bearer token, else the session cookie),
-//! method (405 with `Allow`), scope (403), CSRF and origin for cookie-authenticated
-//! state-changing requests (403), then the handler. Every non-2xx answer is JSON with an
-//! `error` message.
+//! Order of checks for each request: find the route (an unknown path is 404 for every
+//! caller, before any credential is read), authenticate (Bearer token, else the session
+//! cookie; public routes such as the login form read none), method (405 with `Allow`), scope
+//! (403), CSRF and origin for cookie-authenticated state-changing requests (403), then the
+//! handler. Every non-2xx answer is JSON with an `error` message.
 
 mod accounts;
 pub mod audit;
 pub mod auth;
 mod backups;
+pub mod capabilities;
 pub mod csv;
 mod data;
 pub mod daterange;
 mod events;
 mod findings;
+mod firewall;
 mod fixes;
 mod history;
 mod incident;
 pub mod metrics;
 mod pages;
+pub mod params;
 mod perf;
 mod router;
 mod session_routes;
 pub mod sessions;
 mod status;
-mod suppressions;
+pub mod suppressions;
 
 use std::sync::{Arc, OnceLock};
 
@@ -55,11 +58,16 @@ pub struct Services {
     pub suppressions: Arc<crate::findings::suppress::Suppressions>,
     /// The live event stream (`/api/v1/events`).
     pub events: crate::events::EventBus,
-    /// Alerts; `None` when no notifier is configured.
-    pub alerts: Option<Arc<crate::alerts::Alerts>>,
+    /// Alerts (active while a notifier is configured).
+    pub alerts: Arc<crate::alerts::Alerts>,
+    /// The configuration in effect (changed by a reload; `App::cfg` is the start-up one).
+    pub config: Arc<crate::config::Live>,
+    /// The firewall engine, or why it is absent.
+    pub firewall: crate::firewall::Handle,
 }
 
-pub use router::ROUTES;
+pub use firewall::control as firewall_control;
+pub use router::{Access, Route, ROUTES};
 
 /// Facts about this daemon process, fixed at start (binary hash filled in once computed).
 pub struct Runtime {
@@ -80,6 +88,8 @@ pub struct App {
     pub limiter: auth::FailureLimiter,
     pub sessions: sessions::Sessions,
     pub audit: audit::AuditLog,
+    /// Rate limiter of log lines clients cause (one per kind and address a minute).
+    pub client_log: crate::lograte::LogLimiter,
     pub metrics: metrics::HttpMetrics,
     pub runtime: Runtime,
     pub server: OnceLock<Arc<ServerStats>>,
@@ -116,8 +126,15 @@ impl App {
             binary_hash: OnceLock::new(),
             pid: std::process::id(),
         };
+        let audit = audit::AuditLog::start(
+            store.clone(),
+            clock.clone(),
+            &services.registry,
+            w.audit_max_entries,
+        );
         App {
-            audit: audit::AuditLog::new(store.clone()),
+            audit,
+            client_log: crate::lograte::LogLimiter::per_minute(clock.clone()),
             cfg,
             clock,
             store,

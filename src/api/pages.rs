@@ -4,7 +4,7 @@ use crate::config::Scope;
 use crate::http::{Request, Response};
 
 use super::audit::Entry;
-use super::auth::{Caller, Via};
+use super::auth::{Caller, FailReason, Via};
 use super::sessions::COOKIE;
 use super::App;
 
@@ -48,8 +48,14 @@ fn clear_cookie() -> String {
     format!("{COOKIE}=; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=0")
 }
 
+/// `POST /login`: exchanges an admin token (form field `token`) for a session cookie.
+///
+/// The route reads no other credential, so a stale session cookie never stands in the way.
+/// A valid admin token succeeds even from an address over the failure limit (decision 4);
+/// only a failing attempt from such an address is answered 429. A failed attempt is not
+/// audited (it names no actor): it is counted and logged by [`App::credential_failed`].
 pub fn login(app: &App, req: &Request, _c: &Caller) -> Response {
-    let ip = req.remote.ip();
+    let ip = req.remote.ip().to_canonical().to_string();
     let audit = |actor: &str, outcome: &str| {
         app.audit.record(Entry {
             at: app.clock.now(),
@@ -58,7 +64,7 @@ pub fn login(app: &App, req: &Request, _c: &Caller) -> Response {
             action: "login",
             target: "",
             outcome,
-            remote_ip: &ip.to_string(),
+            remote_ip: &ip,
         })
     };
     let Some(token) = req.form_field("token") else {
@@ -67,7 +73,8 @@ pub fn login(app: &App, req: &Request, _c: &Caller) -> Response {
     match app.tokens.lookup(token.trim()) {
         Some((name, Scope::Admin)) => {
             let ua = req.header("user-agent").unwrap_or("");
-            match app.sessions.create(&name, &ip.to_string(), ua) {
+            let creator = super::auth::token_id(token.trim());
+            match app.sessions.create(&name, creator, &ip, ua) {
                 Ok((secret, _)) => {
                     audit(&name, "ok");
                     super::router::redirect("/").with_header(
@@ -85,17 +92,10 @@ pub fn login(app: &App, req: &Request, _c: &Caller) -> Response {
             audit(&name, "denied");
             Response::error(403, "only admin tokens can log in to the web interface")
         }
-        None => {
-            audit("unknown", "denied");
-            if app.limiter.record_failure(ip) {
-                return Response::error(
-                    429,
-                    "too many authentication failures from this address; try again later",
-                )
-                .with_header("Retry-After", "60");
-            }
-            Response::error(401, "invalid token")
-        }
+        None => match app.credential_failed(req, FailReason::InvalidLogin) {
+            FailReason::RateLimited => super::router::too_many(),
+            _ => Response::error(401, "invalid token"),
+        },
     }
 }
 

@@ -51,13 +51,14 @@ fn file_len(p: &std::path::Path) -> u64 {
 /// per-queue throughput. Unknown values are `null`.
 pub fn performance(app: &App, _req: &Request, _c: &Caller) -> Response {
     let tck = clock_ticks();
-    let cpu = std::fs::read_to_string("/proc/self/stat")
+    let cpu = crate::fsutil::read_daemon_string(std::path::Path::new("/proc/self/stat"))
         .ok()
         .and_then(|s| cpu_ticks(&s));
     let secs = |t: u64| (t as f64 / tck as f64 * 100.0).round() / 100.0;
-    let (rss, threads) = std::fs::read_to_string("/proc/self/status")
-        .map(|s| rss_and_threads(&s))
-        .unwrap_or((None, None));
+    let (rss, threads) =
+        crate::fsutil::read_daemon_string(std::path::Path::new("/proc/self/status"))
+            .map(|s| rss_and_threads(&s))
+            .unwrap_or((None, None));
     let db = app.store.path().to_path_buf();
     let with_suffix = |sfx: &str| {
         let mut s = db.clone().into_os_string();
@@ -128,14 +129,21 @@ pub fn performance(app: &App, _req: &Request, _c: &Caller) -> Response {
     Response::json(200, &out)
 }
 
-/// `GET /api/v1/hardening`: the last stored hardening audit, running one first if none
-/// exists yet.
+/// `GET /api/v1/hardening`: the last stored hardening audit report, from memory. It never
+/// starts work: when no report is stored yet (no deep scan has run since the store was
+/// created) the answer is 200 `{"report": null, "reason": ...}`.
 pub fn hardening(app: &App, _req: &Request, _c: &Caller) -> Response {
-    match app.services.jobs.hardening_or_run() {
+    match app.services.jobs.hardening() {
         Some(report) => Response::json(200, &report),
-        None => Response::error(500, "the hardening audit could not be produced"),
+        None => Response::json(
+            200,
+            &json!({ "report": null, "reason": NO_HARDENING_REPORT }),
+        ),
     }
 }
+
+/// Why `/api/v1/hardening` has no report.
+pub const NO_HARDENING_REPORT: &str = "no hardening audit has been stored yet: the deep scan (checks.deep_interval_min) or `svc check` stores one";
 
 #[cfg(test)]
 mod tests {

@@ -4,7 +4,7 @@ use crate::config::Scope;
 use crate::http::{Handler, Request, Response};
 
 use super::audit::Entry;
-use super::auth::{Caller, Via};
+use super::auth::{Caller, FailReason, Via};
 use super::{events, findings, incident, pages, session_routes, status, App};
 
 /// Who may call a route.
@@ -127,6 +127,77 @@ pub static ROUTES: &[Route] = &[
         action: "suppression.delete",
     },
     // -- end data routes --
+    // -- firewall (firewall.rs): admin scope, firewall internals --
+    get!(
+        "/api/v1/firewall/status",
+        Access::Admin,
+        super::firewall::status
+    ),
+    get!(
+        "/api/v1/firewall/check",
+        Access::Admin,
+        super::firewall::check
+    ),
+    Route {
+        path: "/api/v1/firewall/unban",
+        methods: &[("POST", super::firewall::unban)],
+        access: Access::Admin,
+        action: "firewall.unban",
+    },
+    Route {
+        path: "/api/v1/firewall/allow-ip",
+        methods: &[("POST", super::firewall::allow_ip)],
+        access: Access::Admin,
+        action: "firewall.allow_ip",
+    },
+    Route {
+        path: "/api/v1/firewall/remove-allow",
+        methods: &[("POST", super::firewall::remove_allow)],
+        access: Access::Admin,
+        action: "firewall.remove_allow",
+    },
+    Route {
+        path: "/api/v1/firewall/deny-subnet",
+        methods: &[("POST", super::firewall::deny_subnet)],
+        access: Access::Admin,
+        action: "firewall.deny_subnet",
+    },
+    Route {
+        path: "/api/v1/firewall/remove-subnet",
+        methods: &[("POST", super::firewall::remove_subnet)],
+        access: Access::Admin,
+        action: "firewall.remove_subnet",
+    },
+    Route {
+        path: "/api/v1/firewall/flush",
+        methods: &[("POST", super::firewall::flush)],
+        access: Access::Admin,
+        action: "firewall.flush",
+    },
+    Route {
+        path: "/api/v1/settings/firewall/tentative-apply",
+        methods: &[("POST", super::firewall::tentative_apply)],
+        access: Access::Admin,
+        action: "settings.firewall.tentative_apply",
+    },
+    Route {
+        path: "/api/v1/settings/firewall/confirm",
+        methods: &[("POST", super::firewall::confirm)],
+        access: Access::Admin,
+        action: "settings.firewall.confirm",
+    },
+    Route {
+        path: "/api/v1/settings/firewall/revert",
+        methods: &[("POST", super::firewall::revert)],
+        access: Access::Admin,
+        action: "settings.firewall.revert",
+    },
+    get!(
+        "/api/v1/settings/firewall/rollback",
+        Access::Admin,
+        super::firewall::rollback
+    ),
+    // -- end firewall --
     Route {
         path: "/api/v1/sessions",
         methods: &[
@@ -174,9 +245,11 @@ fn is_state_changing(method: &str) -> bool {
 
 enum Auth {
     Ok(Caller),
-    /// A credential was presented and is wrong.
-    Bad(&'static str),
-    None,
+    /// A credential was presented and is wrong: counted by the failure limiter.
+    Bad(FailReason, &'static str),
+    /// No usable credential (none, a stale session cookie, the metrics token elsewhere):
+    /// 401 without counting a failure.
+    None(FailReason),
 }
 
 fn bearer(req: &Request) -> Option<&str> {
@@ -205,12 +278,15 @@ fn authenticate(app: &App, req: &Request, metrics_route: bool) -> Auth {
                 });
             }
             // A known credential that is not valid here: refused without counting a failure.
-            return Auth::None;
+            return Auth::None(FailReason::MetricsTokenElsewhere);
         }
-        return Auth::Bad("invalid token");
+        return Auth::Bad(FailReason::InvalidToken, "invalid token");
     }
     if req.header("authorization").is_some() {
-        return Auth::Bad("unsupported Authorization scheme; use Bearer");
+        return Auth::Bad(
+            FailReason::UnsupportedScheme,
+            "unsupported Authorization scheme; use Bearer",
+        );
     }
     if let Some(secret) = req.cookie(super::sessions::COOKIE) {
         if let Some(s) = app.sessions.authenticate(secret) {
@@ -221,8 +297,9 @@ fn authenticate(app: &App, req: &Request, metrics_route: bool) -> Auth {
                 session: Some((s.id, s.csrf)),
             });
         }
+        return Auth::None(FailReason::InvalidSession);
     }
-    Auth::None
+    Auth::None(FailReason::NoCredential)
 }
 
 /// Same-origin check for cookie-authenticated writes: `Origin` (when sent) must be this
@@ -254,67 +331,95 @@ fn csrf_ok(req: &Request, expected: &str) -> bool {
     presented.len() == expected.len() && bool::from(presented.as_bytes().ct_eq(expected.as_bytes()))
 }
 
+/// Request bodies of this size or more mark memory for trimming.
+pub const LARGE_REQUEST: usize = 64 * 1024;
+/// Answers of this size or more mark memory for trimming.
+pub const LARGE_ANSWER: usize = 1024 * 1024;
+
+/// Longest request path written to a log line, in characters.
+pub const LOG_PATH_CHARS: usize = 200;
+
 impl App {
-    fn dispatch(&self, req: &Request) -> (&'static str, Response, Option<Caller>) {
-        let route = find(&req.path);
-        let label = route.map(|r| r.path).unwrap_or("unmatched");
-        let access = route.map(|r| r.access);
-        let auth = authenticate(self, req, access == Some(Access::Metrics));
+    /// Counts a failed credential (invalid token, failed login) against the client's
+    /// address and logs it (one line per address a minute, path cut and escaped). Returns
+    /// the reason to answer with: `reason`, or [`FailReason::RateLimited`] over the limit.
+    pub(super) fn credential_failed(&self, req: &Request, reason: FailReason) -> FailReason {
         let ip = req.remote.ip();
-        let caller = match auth {
-            Auth::Ok(c) => c,
-            Auth::Bad(msg) => {
-                let limited = self.limiter.record_failure(ip);
-                log::warn!("authentication failure from {ip} on {}", req.path);
-                if limited {
-                    return (label, too_many(), None);
-                }
+        let answer = if self.limiter.record_failure(ip) {
+            FailReason::RateLimited
+        } else {
+            reason
+        };
+        self.limiter.by_reason.count(answer);
+        let key = super::auth::address_key(ip).to_string();
+        crate::warn_limited!(
+            self.client_log,
+            "auth_failure",
+            &key,
+            "authentication failure ({}) from {ip}: {} {}",
+            answer.as_str(),
+            crate::text::for_log(&req.method, 16),
+            crate::text::for_log(&req.path, LOG_PATH_CHARS)
+        );
+        answer
+    }
+
+    fn dispatch(&self, req: &Request) -> (&'static str, Response, Option<Caller>) {
+        // Unknown paths are 404 for every caller, before any credential is looked at
+        // (spec Errors 3): nothing is counted, audited or logged for them.
+        let Some(route) = find(&req.path) else {
+            return (
+                "unmatched",
+                Response::error(
+                    404,
+                    &format!(
+                        "no such route: {}",
+                        crate::text::for_log(&req.path, LOG_PATH_CHARS)
+                    ),
+                ),
+                None,
+            );
+        };
+        let label = route.path;
+        let writes = is_state_changing(&req.method);
+        if route.access == Access::Public {
+            // The login form reads no credential: a stale (or live) session cookie or an
+            // Authorization header must not stand in the way of logging in.
+            if writes && !origin_ok(req) {
                 return (
                     label,
-                    Response::error(401, msg).with_header("WWW-Authenticate", "Bearer"),
+                    Response::error(403, "cross-origin request refused"),
                     None,
                 );
             }
-            Auth::None => Caller::anonymous(),
-        };
-        let Some(route) = route else {
-            if caller.via == Via::Anonymous {
-                return (label, unauthorized(), None);
+            return self.run(route, req, Caller::anonymous());
+        }
+        let caller = match authenticate(self, req, route.access == Access::Metrics) {
+            Auth::Ok(c) => c,
+            Auth::Bad(reason, msg) => {
+                let resp = match self.credential_failed(req, reason) {
+                    FailReason::RateLimited => too_many(),
+                    _ => Response::error(401, msg).with_header("WWW-Authenticate", "Bearer"),
+                };
+                return (label, resp, None);
             }
-            return (
-                label,
-                Response::error(404, &format!("no such route: {}", req.path)),
-                Some(caller),
-            );
-        };
-        let anonymous = caller.via == Via::Anonymous;
-        match route.access {
-            Access::Public => {}
-            Access::Page if anonymous => {
+            Auth::None(_) if route.access == Access::Page => {
                 return (label, redirect("/login"), None);
             }
-            _ if anonymous => return (label, unauthorized(), None),
-            _ => {}
-        }
+            Auth::None(reason) => {
+                self.limiter.by_reason.count(reason);
+                return (label, unauthorized(), None);
+            }
+        };
         if caller.via == Via::Metrics && route.access != Access::Metrics {
+            self.limiter
+                .by_reason
+                .count(FailReason::MetricsTokenElsewhere);
             return (label, unauthorized(), None);
         }
-        let Some(&(_, handler)) = route.methods.iter().find(|(m, _)| *m == req.method) else {
-            let allow: Vec<&str> = route.methods.iter().map(|(m, _)| *m).collect();
-            return (
-                label,
-                Response::error(
-                    405,
-                    &format!(
-                        "method {} not allowed; allowed: {}",
-                        req.method,
-                        allow.join(", ")
-                    ),
-                )
-                .with_header("Allow", allow.join(", ")),
-                Some(caller),
-            );
-        };
+        if !route.methods.iter().any(|(m, _)| *m == req.method) {
+            return (label, method_not_allowed(route, req), Some(caller));
+        }
         let needed = match route.access {
             Access::Admin => Some(Scope::Admin),
             Access::Read => Some(Scope::Read),
@@ -329,7 +434,6 @@ impl App {
                 );
             }
         }
-        let writes = is_state_changing(&req.method);
         if writes && caller.via == Via::Browser {
             if !origin_ok(req) {
                 return (
@@ -351,31 +455,42 @@ impl App {
                 );
             }
         }
-        if writes && route.access == Access::Public && !origin_ok(req) {
-            return (
-                label,
-                Response::error(403, "cross-origin request refused"),
-                None,
-            );
-        }
-        if route.access == Access::Public
-            && writes
-            && self.limiter.is_limited(ip)
-            && bearer(req).is_none()
-        {
-            // Login attempts from a limited address are refused before checking.
-            return (label, too_many(), None);
-        }
-        let resp = handler(self, req, &caller);
-        (label, resp, Some(caller))
+        self.run(route, req, caller)
     }
+
+    fn run(
+        &self,
+        route: &'static Route,
+        req: &Request,
+        caller: Caller,
+    ) -> (&'static str, Response, Option<Caller>) {
+        match route.methods.iter().find(|(m, _)| *m == req.method) {
+            Some(&(_, handler)) => (route.path, handler(self, req, &caller), Some(caller)),
+            None => (route.path, method_not_allowed(route, req), Some(caller)),
+        }
+    }
+}
+
+/// 405 with `Allow` listing the route's methods.
+fn method_not_allowed(route: &Route, req: &Request) -> Response {
+    let allow: Vec<&str> = route.methods.iter().map(|(m, _)| *m).collect();
+    Response::error(
+        405,
+        &format!(
+            "method {} not allowed; allowed: {}",
+            crate::text::for_log(&req.method, 16),
+            allow.join(", ")
+        ),
+    )
+    .with_header("Allow", allow.join(", "))
 }
 
 fn unauthorized() -> Response {
     Response::error(401, "authentication required").with_header("WWW-Authenticate", "Bearer")
 }
 
-fn too_many() -> Response {
+/// The 429 answer for a failing attempt from an address over the failure limit.
+pub(super) fn too_many() -> Response {
     Response::error(
         429,
         "too many authentication failures from this address; try again later",
@@ -383,45 +498,28 @@ fn too_many() -> Response {
     .with_header("Retry-After", "60")
 }
 
-/// A 303 redirect; its body is JSON like every other non-2xx answer.
+/// A 303 redirect. Not a failure: its JSON body is `{"ok": true, "location": to}`.
 pub(super) fn redirect(to: &str) -> Response {
-    Response::json(
-        303,
-        &serde_json::json!({ "error": format!("see {to}"), "location": to }),
-    )
-    .with_header("Location", to)
+    Response::json(303, &serde_json::json!({ "ok": true, "location": to }))
+        .with_header("Location", to)
 }
 
 impl Handler for App {
     fn handle(&self, req: &Request) -> Response {
         let (label, resp, caller) = self.dispatch(req);
         self.metrics.count(label, resp.status);
-        if is_state_changing(&req.method) {
-            if let Some(route) = find(&req.path) {
-                if !route.action.is_empty() && route.access != Access::Public {
-                    let c = caller.unwrap_or_else(Caller::anonymous);
-                    let outcome = match resp.status {
-                        200..=299 => "ok",
-                        401 | 403 | 429 => "denied",
-                        404 => "not_found",
-                        _ => "error",
-                    };
-                    let target = req
-                        .path
-                        .rsplit('/')
-                        .next()
-                        .filter(|_| route.path.ends_with("/*"))
-                        .unwrap_or("");
-                    self.audit.record(Entry {
-                        at: self.clock.now(),
-                        actor: &c.name,
-                        via: c.via.as_str(),
-                        action: route.action,
-                        target,
-                        outcome,
-                        remote_ip: &req.remote.ip().to_string(),
-                    });
-                }
+        // Large requests and answers leave free memory in the allocator's arenas: have it
+        // returned to the kernel shortly after (see crate::sys::malloc).
+        let large_answer =
+            matches!(&resp.body, crate::http::Body::Full(b) if b.len() >= LARGE_ANSWER);
+        if req.body.len() >= LARGE_REQUEST || large_answer {
+            crate::sys::malloc::note_large();
+        }
+        // Requests that failed authentication (401, 429) never reach the audit table: they
+        // carry no caller. They are counted by reason and logged (rate-limited) instead.
+        if let Some(c) = caller {
+            if is_state_changing(&req.method) && !matches!(resp.status, 401 | 429) {
+                self.audit_request(req, &c, resp.status);
             }
         }
         resp
@@ -429,6 +527,39 @@ impl Handler for App {
 
     fn on_refused(&self, status: u16) {
         self.metrics.count("refused", status);
+    }
+}
+
+impl App {
+    /// Audits a state-changing request that reached a known, non-public route.
+    fn audit_request(&self, req: &Request, c: &Caller, status: u16) {
+        let Some(route) = find(&req.path) else {
+            return;
+        };
+        if route.action.is_empty() || route.access == Access::Public {
+            return;
+        }
+        let outcome = match status {
+            200..=299 => "ok",
+            403 => "denied",
+            404 => "not_found",
+            _ => "error",
+        };
+        let target = req
+            .path
+            .rsplit('/')
+            .next()
+            .filter(|_| route.path.ends_with("/*"))
+            .unwrap_or("");
+        self.audit.record(Entry {
+            at: self.clock.now(),
+            actor: &c.name,
+            via: c.via.as_str(),
+            action: route.action,
+            target,
+            outcome,
+            remote_ip: &req.remote.ip().to_canonical().to_string(),
+        });
     }
 }
 
@@ -446,5 +577,16 @@ mod tests {
         assert!(find("/api/v1/sessions/").is_none());
         assert!(find("/api/v1/sessions/a/b").is_none());
         assert!(find("/api/v1/nope").is_none());
+    }
+
+    #[test]
+    fn redirects_are_not_failures() {
+        let r = redirect("/");
+        assert_eq!(r.status, 303);
+        let crate::http::Body::Full(b) = r.body else {
+            panic!("full body")
+        };
+        let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(v, serde_json::json!({ "ok": true, "location": "/" }));
     }
 }

@@ -4,8 +4,13 @@
 //! verifier. A separate random public id names the session in listings and revocation.
 //! Revocation commits to the store before the session stops working in memory, so
 //! `{ok: true}` always means the revocation is durable. A daemon restart ends all sessions.
+//!
+//! An event stream opened with a session asks [`Sessions::keep_alive`] every half second:
+//! that counts as activity for the idle deadline, and the stream ends as soon as the session
+//! is revoked, logged out or reaches its absolute deadline.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -13,6 +18,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use super::auth::TokenId;
 use crate::clock::SharedClock;
 use crate::store::{Store, StoreError};
 
@@ -29,6 +35,9 @@ struct Session {
     last_persisted: Timestamp,
     remote_ip: String,
     user_agent: String,
+    /// Digest of the admin token that created the session: a reload that removes (or
+    /// demotes) that token ends the session.
+    creator: TokenId,
 }
 
 /// One row of `GET /api/v1/sessions`.
@@ -55,12 +64,53 @@ pub struct Authenticated {
     pub csrf: String,
 }
 
-pub struct Sessions {
-    by_verifier: Mutex<HashMap<String, Session>>,
+/// Live sessions by verifier, with an index by public id.
+#[derive(Default)]
+struct Table {
+    by_verifier: HashMap<String, Session>,
+    /// Public id -> verifier.
+    by_id: HashMap<String, String>,
+}
+
+impl Table {
+    fn insert(&mut self, verifier: String, s: Session) {
+        self.by_id.insert(s.id.clone(), verifier.clone());
+        self.by_verifier.insert(verifier, s);
+    }
+
+    fn remove_verifier(&mut self, verifier: &str) -> Option<Session> {
+        let s = self.by_verifier.remove(verifier)?;
+        self.by_id.remove(&s.id);
+        Some(s)
+    }
+
+    fn remove_id(&mut self, id: &str) -> Option<Session> {
+        let v = self.by_id.remove(id)?;
+        self.by_verifier.remove(&v)
+    }
+
+    fn clear(&mut self) {
+        self.by_verifier.clear();
+        self.by_id.clear();
+    }
+
+    fn len(&self) -> usize {
+        self.by_verifier.len()
+    }
+}
+
+struct Inner {
+    table: Mutex<Table>,
     store: Store,
     clock: SharedClock,
     idle: Duration,
     max: Duration,
+}
+
+/// The browser sessions. Cheap to clone; clones share the sessions.
+#[derive(Clone)]
+pub struct Sessions {
+    inner: Arc<Inner>,
 }
 
 /// Random hex of `bytes` bytes from the OS.
@@ -81,11 +131,13 @@ const MAX_SESSIONS: usize = 1024;
 impl Sessions {
     pub fn new(store: Store, clock: SharedClock, idle: Duration, max: Duration) -> Sessions {
         Sessions {
-            by_verifier: Mutex::new(HashMap::new()),
-            store,
-            clock,
-            idle,
-            max,
+            inner: Arc::new(Inner {
+                table: Mutex::new(Table::default()),
+                store,
+                clock,
+                idle,
+                max,
+            }),
         }
     }
 
@@ -95,20 +147,22 @@ impl Sessions {
     }
 
     fn expires(&self, s: &Session) -> Timestamp {
-        let idle_end = crate::clock::add(s.last_seen, self.idle);
-        let abs_end = crate::clock::add(s.created, self.max);
+        let idle_end = crate::clock::add(s.last_seen, self.inner.idle);
+        let abs_end = crate::clock::add(s.created, self.inner.max);
         idle_end.min(abs_end)
     }
 
-    /// Creates a session for `name`; returns the cookie secret. The row is committed first.
+    /// Creates a session for `name`, created by the admin token `creator`; returns the
+    /// cookie secret. The row is committed first.
     pub fn create(
         &self,
         name: &str,
+        creator: TokenId,
         remote_ip: &str,
         user_agent: &str,
     ) -> Result<(String, Authenticated), StoreError> {
         let secret = random_hex(32);
-        let now = self.clock.now();
+        let now = self.inner.clock.now();
         let ua: String = user_agent
             .chars()
             .filter(|c| !c.is_control())
@@ -123,12 +177,13 @@ impl Sessions {
             last_persisted: now,
             remote_ip: remote_ip.to_string(),
             user_agent: ua,
+            creator,
         };
         let v = verifier(&secret);
         let row = s.clone();
         let expires = micros(self.expires(&s));
         let vv = v.clone();
-        self.store.write(move |c| {
+        self.inner.store.write(move |c| {
             c.execute(
                 "INSERT INTO sessions(id, verifier, name, created, last_seen, expires, remote_ip, user_agent) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
                 rusqlite::params![row.id, vv, row.name, micros(row.created), micros(row.last_seen), expires, row.remote_ip, row.user_agent],
@@ -140,24 +195,25 @@ impl Sessions {
             name: s.name.clone(),
             csrf: s.csrf.clone(),
         };
-        let mut map = self.by_verifier.lock();
-        if map.len() >= MAX_SESSIONS {
-            if let Some(oldest) = map
+        let mut t = self.inner.table.lock();
+        if t.len() >= MAX_SESSIONS {
+            if let Some(oldest) = t
+                .by_verifier
                 .iter()
                 .min_by_key(|(_, s)| s.last_seen)
                 .map(|(k, _)| k.clone())
             {
-                if let Some(old) = map.remove(&oldest) {
+                if let Some(old) = t.remove_verifier(&oldest) {
                     self.forget_in_store(old.id);
                 }
             }
         }
-        map.insert(v, s);
+        t.insert(v, s);
         Ok((secret, auth))
     }
 
     fn forget_in_store(&self, id: String) {
-        let _ = self.store.write_detached(move |c| {
+        let _ = self.inner.store.write_detached(move |c| {
             c.execute("DELETE FROM sessions WHERE id = ?1", [id])
                 .map(|_| ())
         });
@@ -169,31 +225,8 @@ impl Sessions {
             return None;
         }
         let v = verifier(secret);
-        let now = self.clock.now();
-        let mut map = self.by_verifier.lock();
-        let s = map.get_mut(&v)?;
-        let idle_end = crate::clock::add(s.last_seen, self.idle);
-        let abs_end = crate::clock::add(s.created, self.max);
-        if now >= idle_end || now >= abs_end {
-            let id = s.id.clone();
-            map.remove(&v);
-            drop(map);
-            self.forget_in_store(id);
-            return None;
-        }
-        s.last_seen = now;
-        if now.as_second() - s.last_persisted.as_second() >= 60 {
-            s.last_persisted = now;
-            let (id, seen) = (s.id.clone(), micros(now));
-            let exp = micros(crate::clock::add(now, self.idle).min(abs_end));
-            let _ = self.store.write_detached(move |c| {
-                c.execute(
-                    "UPDATE sessions SET last_seen = ?2, expires = ?3 WHERE id = ?1",
-                    rusqlite::params![id, seen, exp],
-                )
-                .map(|_| ())
-            });
-        }
+        let mut t = self.inner.table.lock();
+        let s = self.touch(&mut t, &v)?;
         Some(Authenticated {
             id: s.id.clone(),
             name: s.name.clone(),
@@ -201,11 +234,52 @@ impl Sessions {
         })
     }
 
+    /// Activity on the session with public id `id` (an open event stream): refreshes its
+    /// idle deadline like a request does. False when the session no longer exists (revoked,
+    /// logged out, ended by a deadline): the stream must end.
+    pub fn keep_alive(&self, id: &str) -> bool {
+        let mut t = self.inner.table.lock();
+        let Some(v) = t.by_id.get(id).cloned() else {
+            return false;
+        };
+        self.touch(&mut t, &v).is_some()
+    }
+
+    /// Marks the session with verifier `v` seen now, or ends it when a deadline passed.
+    fn touch<'t>(&self, t: &'t mut Table, v: &str) -> Option<&'t Session> {
+        let now = self.inner.clock.now();
+        let s = t.by_verifier.get(v)?;
+        let idle_end = crate::clock::add(s.last_seen, self.inner.idle);
+        let abs_end = crate::clock::add(s.created, self.inner.max);
+        if now >= idle_end || now >= abs_end {
+            if let Some(old) = t.remove_verifier(v) {
+                self.forget_in_store(old.id);
+            }
+            return None;
+        }
+        let s = t.by_verifier.get_mut(v)?;
+        s.last_seen = now;
+        if now.as_second() - s.last_persisted.as_second() >= 60 {
+            s.last_persisted = now;
+            let (id, seen) = (s.id.clone(), micros(now));
+            let exp = micros(crate::clock::add(now, self.inner.idle).min(abs_end));
+            let _ = self.inner.store.write_detached(move |c| {
+                c.execute(
+                    "UPDATE sessions SET last_seen = ?2, expires = ?3 WHERE id = ?1",
+                    rusqlite::params![id, seen, exp],
+                )
+                .map(|_| ())
+            });
+        }
+        Some(s)
+    }
+
     /// Live sessions, newest first; `current` marks the caller's.
     pub fn list(&self, current_id: Option<&str>) -> Vec<SessionView> {
-        let now = self.clock.now();
-        let map = self.by_verifier.lock();
-        let mut out: Vec<SessionView> = map
+        let now = self.inner.clock.now();
+        let t = self.inner.table.lock();
+        let mut out: Vec<SessionView> = t
+            .by_verifier
             .values()
             .filter(|s| self.expires(s) > now)
             .map(|s| SessionView {
@@ -230,35 +304,61 @@ impl Sessions {
         if !valid {
             return Ok(false);
         }
-        let known = self.by_verifier.lock().values().any(|s| s.id == id);
+        let known = self.inner.table.lock().by_id.contains_key(id);
         if !known {
             return Ok(false);
         }
         let idc = id.to_string();
-        self.store.write(move |c| {
+        self.inner.store.write(move |c| {
             c.execute("DELETE FROM sessions WHERE id = ?1", [idc])
                 .map(|_| ())
         })?;
-        self.by_verifier.lock().retain(|_, s| s.id != id);
+        self.inner.table.lock().remove_id(id);
         Ok(true)
     }
 
     /// Revokes every session, the caller's too.
     pub fn revoke_all(&self) -> Result<usize, StoreError> {
-        self.store
+        self.inner
+            .store
             .write(|c| c.execute("DELETE FROM sessions", []))?;
-        let mut map = self.by_verifier.lock();
-        let n = map.len();
-        map.clear();
+        let mut t = self.inner.table.lock();
+        let n = t.len();
+        t.clear();
+        Ok(n)
+    }
+
+    /// Ends every session whose creating token `still_valid` rejects (configuration reload:
+    /// the token was removed or is no longer admin). Each goes through [`Sessions::revoke`],
+    /// so it ends exactly as a revocation does. Returns how many ended.
+    pub fn end_created_by(
+        &self,
+        still_valid: impl Fn(&TokenId) -> bool,
+    ) -> Result<usize, StoreError> {
+        let ids: Vec<String> = self
+            .inner
+            .table
+            .lock()
+            .by_verifier
+            .values()
+            .filter(|s| !still_valid(&s.creator))
+            .map(|s| s.id.clone())
+            .collect();
+        let mut n = 0;
+        for id in ids {
+            if self.revoke(&id)? {
+                n += 1;
+            }
+        }
         Ok(n)
     }
 
     pub fn count(&self) -> usize {
-        self.by_verifier.lock().len()
+        self.inner.table.lock().len()
     }
 
     pub fn max_age(&self) -> Duration {
-        self.max
+        self.inner.max
     }
 }
 
@@ -298,7 +398,7 @@ mod tests {
     #[test]
     fn idle_deadline_ends_session() {
         let (s, clock, store, dir) = setup("idle");
-        let (secret, _) = s.create("admin", "127.0.0.1", "ua").unwrap();
+        let (secret, _) = s.create("admin", [1; 32], "127.0.0.1", "ua").unwrap();
         assert_eq!(rows(&store), 1);
         clock.advance_secs(29 * 60);
         assert!(
@@ -319,7 +419,7 @@ mod tests {
     #[test]
     fn absolute_deadline_ends_active_session() {
         let (s, clock, store, dir) = setup("abs");
-        let (secret, _) = s.create("admin", "127.0.0.1", "ua").unwrap();
+        let (secret, _) = s.create("admin", [1; 32], "127.0.0.1", "ua").unwrap();
         for _ in 0..(12 * 3) {
             clock.advance_secs(20 * 60);
             if s.authenticate(&secret).is_none() {
@@ -334,10 +434,60 @@ mod tests {
     }
 
     #[test]
+    fn keep_alive_is_activity_and_ends_with_the_session() {
+        let (s, clock, store, dir) = setup("keepalive");
+        let (secret, a) = s.create("admin", [1; 32], "127.0.0.1", "ua").unwrap();
+        // A stream keeps the session past its idle deadline...
+        for _ in 0..4 {
+            clock.advance_secs(20 * 60);
+            assert!(s.keep_alive(&a.id));
+        }
+        assert!(s.authenticate(&secret).is_some());
+        // ...but not past its absolute deadline.
+        let mut ended = false;
+        for _ in 0..(12 * 4) {
+            clock.advance_secs(20 * 60);
+            if !s.keep_alive(&a.id) {
+                ended = true;
+                break;
+            }
+        }
+        assert!(ended, "absolute deadline ends a kept-alive session");
+        assert!(s.authenticate(&secret).is_none());
+        // Revocation ends it at once.
+        let (_, b) = s.create("admin", [1; 32], "127.0.0.1", "ua").unwrap();
+        assert!(s.keep_alive(&b.id));
+        assert!(s.revoke(&b.id).unwrap());
+        assert!(!s.keep_alive(&b.id));
+        let (_, c) = s.create("admin", [1; 32], "127.0.0.1", "ua").unwrap();
+        s.revoke_all().unwrap();
+        assert!(!s.keep_alive(&c.id));
+        assert!(!s.keep_alive("unknown"));
+        store.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn sessions_end_with_the_token_that_created_them() {
+        let (s, _clock, store, dir) = setup("creator");
+        let (a1, _) = s.create("a", [1; 32], "127.0.0.1", "ua").unwrap();
+        let (a2, _) = s.create("a", [1; 32], "127.0.0.1", "ua").unwrap();
+        let (b, _) = s.create("b", [2; 32], "127.0.0.1", "ua").unwrap();
+        assert_eq!(s.end_created_by(|id| *id != [1; 32]).unwrap(), 2);
+        assert!(s.authenticate(&a1).is_none());
+        assert!(s.authenticate(&a2).is_none());
+        assert!(s.authenticate(&b).is_some());
+        assert_eq!(rows(&store), 1);
+        assert_eq!(s.end_created_by(|_| true).unwrap(), 0);
+        store.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
     fn revoke_is_durable_and_unknown_ids_are_false() {
         let (s, _clock, store, dir) = setup("revoke");
-        let (secret, a) = s.create("admin", "127.0.0.1", "ua").unwrap();
-        let (secret2, _) = s.create("admin", "127.0.0.1", "ua").unwrap();
+        let (secret, a) = s.create("admin", [1; 32], "127.0.0.1", "ua").unwrap();
+        let (secret2, _) = s.create("admin", [1; 32], "127.0.0.1", "ua").unwrap();
         assert_eq!(s.list(Some(&a.id)).iter().filter(|v| v.current).count(), 1);
         assert!(!s.revoke("nope").unwrap());
         assert!(!s.revoke(&"0".repeat(32)).unwrap());

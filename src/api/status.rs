@@ -16,15 +16,6 @@ use super::auth::Caller;
 use super::metrics::{gauge, label};
 use super::App;
 
-/// Feature identifiers this build supports (only what works).
-pub fn capabilities_list(app: &App) -> Vec<&'static str> {
-    let mut caps = vec!["confd.dropins.v1", "status.queue_health.v1"];
-    if !app.services.events.is_closed() {
-        caps.push("events.sse.v1");
-    }
-    caps
-}
-
 /// Overall daemon state, security posture and faults, from in-memory health and the given
 /// queue rows.
 ///
@@ -125,8 +116,8 @@ pub struct Snapshot<'a> {
     started_at: jiff::Timestamp,
     started_at_token: &'a str,
     pid: u32,
-    capabilities: Vec<&'static str>,
-    config_hash: &'a str,
+    capabilities: &'static [&'static str],
+    config_hash: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     binary_hash: Option<&'a str>,
     store: crate::store::StoreHealth,
@@ -153,9 +144,14 @@ pub struct Snapshot<'a> {
     )]
     last_scan_time: Option<jiff::Timestamp>,
     queues: BTreeMap<String, Row>,
+    /// HTTPS server: open connections, connections per phase, refusals by reason.
+    http: crate::http::HttpSnapshot,
     events: EventsInfo,
     #[serde(skip_serializing_if = "Option::is_none")]
     alerts: Option<Value>,
+    /// Firewall rollback timer: `state` (`none`, `pending`, `confirmed`, `reverted`, or
+    /// `unavailable` without the engine), and `deadline`, `remaining_seconds` while pending.
+    rollback: Value,
 }
 
 pub fn snapshot(app: &App) -> Snapshot<'_> {
@@ -177,8 +173,8 @@ pub fn snapshot(app: &App) -> Snapshot<'_> {
         started_at: app.runtime.started_at,
         started_at_token: &app.runtime.started_at_token,
         pid: app.runtime.pid,
-        capabilities: capabilities_list(app),
-        config_hash: &app.cfg.hash,
+        capabilities: super::capabilities::CAPABILITIES,
+        config_hash: app.services.config.hash(),
         binary_hash: app.runtime.binary_hash.get().map(String::as_str),
         store: app.store.health(),
         security_posture: posture,
@@ -187,17 +183,22 @@ pub fn snapshot(app: &App) -> Snapshot<'_> {
         findings_active: counts.0 + counts.1 + counts.2,
         incidents_open_by_severity: app.services.incidents.open_by_severity().into(),
         correlation_attribution: merged.then(|| correlation_attribution(app)),
-        blocklist_size: app.blocklist_size.load(Ordering::Relaxed),
+        blocklist_size: match &app.services.firewall {
+            crate::firewall::Handle::Active(f) => f.blocked_count(),
+            crate::firewall::Handle::Absent(_) => app.blocklist_size.load(Ordering::Relaxed),
+        },
         watchers: app.services.components.map(),
         sessions_active: app.sessions.count(),
         latest_scan: latest,
         last_scan_time: latest,
         queues,
+        http: app.server.get().map(|s| s.snapshot()).unwrap_or_default(),
         events: EventsInfo {
             subscribers: app.services.events.subscribers(),
             max_subscribers: app.services.events.max_subscribers(),
         },
-        alerts: app.services.alerts.as_ref().map(|a| a.status()),
+        alerts: app.services.alerts.status(),
+        rollback: app.services.firewall.rollback_view(),
     }
 }
 
@@ -205,18 +206,14 @@ pub fn status(app: &App, _req: &Request, _c: &Caller) -> Response {
     Response::json(200, &snapshot(app))
 }
 
-pub fn capabilities(app: &App, _req: &Request, _c: &Caller) -> Response {
-    let caps = capabilities_list(app);
+/// `GET /api/v1/capabilities`: [`super::capabilities::CAPABILITIES`], fixed for the life of
+/// the process.
+pub fn capabilities(_app: &App, _req: &Request, _c: &Caller) -> Response {
+    let caps = super::capabilities::CAPABILITIES;
     Response::json(
         200,
         &json!({ "items": caps, "total": caps.len(), "capabilities": caps }),
     )
-}
-
-#[derive(Serialize)]
-struct HttpInfo {
-    open_connections: usize,
-    sse_streams: usize,
 }
 
 #[derive(Serialize)]
@@ -236,7 +233,7 @@ struct Health {
     status: &'static str,
     faults: Vec<String>,
     store: crate::store::StoreHealth,
-    http: HttpInfo,
+    http: crate::http::HttpSnapshot,
     watchers: BTreeMap<String, crate::components::ComponentRow>,
     engines: Engines,
     queues: BTreeMap<String, Row>,
@@ -245,15 +242,6 @@ struct Health {
 pub fn health(app: &App, _req: &Request, _c: &Caller) -> Response {
     let queues = app.services.registry.snapshot();
     let (state, _, faults) = daemon_state(app, &queues);
-    let server = app.server.get();
-    let (open, sse) = server
-        .map(|s| {
-            (
-                s.open_connections.load(Ordering::Relaxed),
-                s.sse_streams.load(Ordering::Relaxed),
-            )
-        })
-        .unwrap_or((0, 0));
     let engine = &app.services.engine;
     Response::json(
         200,
@@ -261,10 +249,7 @@ pub fn health(app: &App, _req: &Request, _c: &Caller) -> Response {
             status: state,
             faults,
             store: app.store.health(),
-            http: HttpInfo {
-                open_connections: open,
-                sse_streams: sse,
-            },
+            http: app.server.get().map(|s| s.snapshot()).unwrap_or_default(),
             watchers: app.services.components.map(),
             engines: Engines {
                 findings: FindingsEngineInfo {
@@ -314,12 +299,31 @@ pub fn metrics(app: &App, _req: &Request, _c: &Caller) -> Response {
             label(route)
         );
     }
+    let _ = writeln!(
+        out,
+        "# HELP svc_auth_failures_total Requests that failed authentication (401, 429), by reason.\n# TYPE svc_auth_failures_total counter"
+    );
+    for reason in super::auth::FailReason::ALL {
+        let _ = writeln!(
+            out,
+            "svc_auth_failures_total{{reason=\"{}\"}} {}",
+            reason.as_str(),
+            app.limiter.by_reason.get(reason)
+        );
+    }
     gauge(
         &mut out,
-        "svc_auth_failures_total",
+        "svc_auth_limiter_tracked_addresses",
+        "gauge",
+        "Addresses (IPv6 per /64) the authentication failure limiter tracks.",
+        app.limiter.tracked(),
+    );
+    gauge(
+        &mut out,
+        "svc_auth_limiter_evicted_total",
         "counter",
-        "Failed authentications (invalid tokens and login attempts).",
-        app.limiter.failures_total.load(Ordering::Relaxed),
+        "Tracked addresses the failure limiter forgot to make room (least recently seen first).",
+        app.limiter.evicted_total.load(Ordering::Relaxed),
     );
     gauge(
         &mut out,
@@ -329,34 +333,7 @@ pub fn metrics(app: &App, _req: &Request, _c: &Caller) -> Response {
         app.limiter.limited_total.load(Ordering::Relaxed),
     );
     if let Some(s) = app.server.get() {
-        gauge(
-            &mut out,
-            "svc_http_open_connections",
-            "gauge",
-            "Open HTTPS connections.",
-            s.open_connections.load(Ordering::Relaxed),
-        );
-        gauge(
-            &mut out,
-            "svc_http_sse_streams",
-            "gauge",
-            "Open event streams.",
-            s.sse_streams.load(Ordering::Relaxed),
-        );
-        gauge(
-            &mut out,
-            "svc_http_refused_connections_total",
-            "counter",
-            "Connections refused over the limit.",
-            s.refused_connections.load(Ordering::Relaxed),
-        );
-        gauge(
-            &mut out,
-            "svc_http_handshake_failures_total",
-            "counter",
-            "Failed or timed-out TLS handshakes.",
-            s.handshake_failures.load(Ordering::Relaxed),
-        );
+        super::metrics::http_server(&mut out, &s.snapshot());
     }
     let st = app.store.health();
     gauge(
@@ -384,8 +361,8 @@ pub fn metrics(app: &App, _req: &Request, _c: &Caller) -> Response {
         &mut out,
         "svc_audit_dropped_total",
         "counter",
-        "Audit records that could not be queued.",
-        app.audit.dropped.load(Ordering::Relaxed),
+        "Audit records lost: refused by the actionlog.writes row or not committed.",
+        app.audit.dropped(),
     );
     gauge(
         &mut out,
@@ -405,6 +382,7 @@ pub fn metrics(app: &App, _req: &Request, _c: &Caller) -> Response {
     event_metrics(&mut out, app);
     super::history::write_metrics(&mut out);
     queue_metrics(&mut out, &app.services.registry.snapshot());
+    super::metrics::watcher_metrics(&mut out, &app.services.components.rows());
     Response::new(
         200,
         "text/plain; version=0.0.4; charset=utf-8",
@@ -444,9 +422,10 @@ fn event_metrics(out: &mut String, app: &App) {
         "Event-stream subscriptions refused over the limit.",
         c.refused.load(Ordering::Relaxed),
     );
-    let Some(a) = &app.services.alerts else {
+    let a = &app.services.alerts;
+    if !a.enabled() {
         return;
-    };
+    }
     let c = a.counters();
     gauge(
         out,

@@ -1,9 +1,9 @@
 //! Bounded reads of outside files, and text helpers for what goes into findings.
 
-use std::fs::OpenOptions;
 use std::io::{ErrorKind, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+
+use crate::sys::dir;
 
 /// Why a file was not read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -12,7 +12,8 @@ pub enum ReadError {
     PermissionDenied,
     /// A directory, FIFO, device or socket.
     NotRegular,
-    /// The last component is a symlink and following was not allowed.
+    /// A symlink was not followed: the last component (unless following was allowed and
+    /// root or the daemon owns the link), or a directory on the way owned by a user.
     SymlinkRefused,
     TooLarge {
         limit: u64,
@@ -34,9 +35,6 @@ impl std::fmt::Display for ReadError {
 }
 
 fn map_err(e: &std::io::Error) -> ReadError {
-    if e.raw_os_error() == Some(libc::ELOOP) {
-        return ReadError::SymlinkRefused;
-    }
     match e.kind() {
         ErrorKind::NotFound => ReadError::NotFound,
         ErrorKind::PermissionDenied => ReadError::PermissionDenied,
@@ -44,20 +42,26 @@ fn map_err(e: &std::io::Error) -> ReadError {
     }
 }
 
-/// Reads a regular file of at most `limit` bytes. Never blocks on a FIFO (opened
-/// non-blocking, then refused as not regular); with `follow == false` a symlink at the last
-/// component is refused (`O_NOFOLLOW`). Files reporting size 0 (procfs) are read up to the
-/// limit.
-pub fn read_bounded(path: &Path, limit: u64, follow: bool) -> Result<Vec<u8>, ReadError> {
-    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
-    if !follow {
-        flags |= libc::O_NOFOLLOW;
+fn map_dir_err(e: dir::Error) -> ReadError {
+    match e {
+        dir::Error::NotFound { .. } => ReadError::NotFound,
+        dir::Error::Symlink { .. } | dir::Error::UntrustedSymlink { .. } => {
+            ReadError::SymlinkRefused
+        }
+        dir::Error::NotRegular { .. } => ReadError::NotRegular,
+        dir::Error::NotDirectory { .. } => ReadError::Io(ErrorKind::NotADirectory),
+        e => map_err(&e.into()),
     }
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(flags)
-        .open(path)
-        .map_err(|e| map_err(&e))?;
+}
+
+/// Reads a regular file of at most `limit` bytes, through `sys::dir`: the directories on
+/// the way are reached from `/` without following a symlink a user owns (root's and the
+/// daemon's are followed, e.g. `/home -> /data/home`); the last component is a symlink only
+/// with `follow == true`, and then only one root or the daemon owns. FIFOs, devices and
+/// sockets are refused without being opened (never blocks). Files reporting size 0 (procfs)
+/// are read up to the limit.
+pub fn read_bounded(path: &Path, limit: u64, follow: bool) -> Result<Vec<u8>, ReadError> {
+    let file = dir::open_regular_trusted(path, follow).map_err(map_dir_err)?;
     let meta = file.metadata().map_err(|e| map_err(&e))?;
     if !meta.is_file() {
         return Err(ReadError::NotRegular);
@@ -123,6 +127,35 @@ mod tests {
         let l = fx.symlink(&p, "link");
         assert_eq!(read_bounded(&l, 10, false), Err(ReadError::SymlinkRefused));
         assert_eq!(read_bounded(&l, 10, true).unwrap(), b"x");
+    }
+
+    /// Issue 9: a symlink a user owns is refused in the middle of the path too.
+    #[test]
+    fn user_symlinks_are_refused_as_intermediate_components() {
+        if !nix::unistd::Uid::effective().is_root() {
+            eprintln!("user_symlinks_are_refused_as_intermediate_components: needs root");
+            return;
+        }
+        let fx = Fixture::new();
+        let p = fx.write("elsewhere/secret", b"x");
+        let l = fx.symlink(p.parent().unwrap(), "home/u/public_html");
+        nix::unistd::fchownat(
+            None,
+            &l,
+            Some(nix::unistd::Uid::from_raw(1234)),
+            Some(nix::unistd::Gid::from_raw(1234)),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .unwrap();
+        for follow in [false, true] {
+            assert_eq!(
+                read_bounded(&l.join("secret"), 10, follow),
+                Err(ReadError::SymlinkRefused)
+            );
+        }
+        // Root's own symlinks on the way are followed.
+        let r = fx.symlink(p.parent().unwrap(), "rootlink");
+        assert_eq!(read_bounded(&r.join("secret"), 10, false).unwrap(), b"x");
     }
 
     #[test]

@@ -310,6 +310,9 @@ impl ScanJobs {
             });
             let mut all = Vec::new();
             for check in kind.checks() {
+                if self.stop.load(Ordering::SeqCst) {
+                    break;
+                }
                 let findings = super::run_all(std::slice::from_ref(&check), &self.ctx);
                 let messages: Vec<String> = findings.iter().map(|f| f.message.clone()).collect();
                 for f in &findings {
@@ -328,6 +331,11 @@ impl ScanJobs {
                     Duration::from_secs(5),
                 );
                 all.extend(findings);
+            }
+            if self.stop.load(Ordering::SeqCst) {
+                // Abandoned by shutdown: the record stays `running` and the next start marks
+                // it `error` with reason `daemon_restarted`.
+                break;
             }
             if matches!(kind, JobKind::Deep | JobKind::Full) {
                 self.store_hardening();
@@ -370,11 +378,23 @@ impl ScanJobs {
         });
     }
 
-    pub fn shutdown(&self) {
+    /// Stops the scheduler and the worker. A running check is abandoned between checks; one
+    /// still inside a long walk after `grace` is left behind (the process is exiting; its
+    /// record stays `running` and becomes `error`/`daemon_restarted` at the next start), so
+    /// shutdown never waits on a scan of a large tree.
+    pub fn shutdown(&self, grace: Duration) {
         self.stop.store(true, Ordering::SeqCst);
         self.queue.close();
+        let deadline = std::time::Instant::now() + grace;
         for t in self.threads.lock().drain(..) {
-            let _ = t.join();
+            while !t.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            } else {
+                log::warn!("a scan is still running at shutdown; leaving it behind");
+            }
         }
     }
 }

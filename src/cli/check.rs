@@ -64,16 +64,28 @@ pub fn quarantine(flags: &Flags) -> i32 {
         ));
         return 0;
     }
+    super::out(&quarantine_text(cmd, &answer));
+    0
+}
+
+/// The human-readable answer of `svc quarantine list|restore`. Every field comes from file
+/// names an attacker chose: control characters and bidirectional overrides are escaped
+/// (`crate::text`), so a name cannot move the cursor, recolour the terminal, forge a line or
+/// reorder what is shown. `--json` keeps the exact text (JSON escapes it).
+fn quarantine_text(cmd: &str, answer: &Value) -> String {
+    let field = |v: &Value, k: &str| -> String {
+        crate::text::escape_controls(v[k].as_str().unwrap_or("?")).into_owned()
+    };
     let mut text = String::new();
     if cmd == "quarantine.list" {
         let items = answer["items"].as_array().cloned().unwrap_or_default();
         for q in &items {
             text.push_str(&format!(
                 "{}  {}  {}  {}{}\n",
-                q["id"].as_str().unwrap_or("?"),
-                q["quarantined_at"].as_str().unwrap_or("?"),
-                q["check"].as_str().unwrap_or("?"),
-                q["original_path"].as_str().unwrap_or("?"),
+                field(q, "id"),
+                field(q, "quarantined_at"),
+                field(q, "check"),
+                field(q, "original_path"),
                 if q["restored_at"].is_string() {
                     "  (restored)"
                 } else {
@@ -87,13 +99,42 @@ pub fn quarantine(flags: &Flags) -> i32 {
             if items.len() == 1 { "" } else { "s" }
         ));
     } else {
-        text.push_str(&format!(
-            "restored {}\n",
-            answer["original_path"]
-                .as_str()
-                .unwrap_or_else(|| answer.get("id").and_then(Value::as_str).unwrap_or("?"))
-        ));
+        let shown = if answer["original_path"].is_string() {
+            field(answer, "original_path")
+        } else {
+            field(answer, "id")
+        };
+        text.push_str(&format!("restored {shown}\n"));
     }
-    super::out(&text);
-    0
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn quarantine_output_escapes_controls_and_bidi() {
+        let evil = "/www/a\x1b[2J\x1b[31m\nFAKE LINE\u{202e}php.jpg";
+        let answer = json!({ "items": [{
+            "id": "q1\r", "quarantined_at": "2026-01-01T00:00:00Z", "check": "webshell\u{9b}",
+            "original_path": evil,
+        }], "total": 1 });
+        let t = quarantine_text("quarantine.list", &answer);
+        assert_eq!(t.lines().count(), 2, "{t}");
+        for bad in ['\x1b', '\r', '\u{202e}', '\u{9b}'] {
+            assert!(!t.contains(bad), "{t:?}");
+        }
+        assert!(
+            t.contains("/www/a\\x1b[2J\\x1b[31m\\nFAKE LINE\\u{202e}php.jpg"),
+            "{t}"
+        );
+        let r = quarantine_text(
+            "quarantine.restore",
+            &json!({ "ok": true, "original_path": evil }),
+        );
+        assert_eq!(r.lines().count(), 1, "{r}");
+        assert!(!r.contains('\x1b'), "{r:?}");
+    }
 }

@@ -12,7 +12,7 @@ pub fn run(flags: &Flags) -> i32 {
         Err(e) => {
             json!({ "ok": false, "checks": [ { "name": "config", "status": "fail", "detail": e } ] })
         }
-        Ok(state) => match crate::daemon::control::request(
+        Ok(state) => match super::control::request(
             &state.join("svc.sock"),
             "doctor",
             json!({}),
@@ -23,7 +23,7 @@ pub fn run(flags: &Flags) -> i32 {
                 "detail": v.get("error").and_then(Value::as_str).unwrap_or("unexpected answer") } ] }),
             Err(e) => json!({ "ok": false, "checks": [
                 { "name": "config", "status": "ok", "detail": "valid" },
-                { "name": "daemon", "status": "fail", "detail": format!("not running ({}: {e})", state.join("svc.sock").display()) } ] }),
+                { "name": "daemon", "status": "fail", "detail": e.to_string() } ] }),
         },
     };
     let ok = report["ok"].as_bool().unwrap_or(false);

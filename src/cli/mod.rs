@@ -1,7 +1,10 @@
 //! Command line: subcommands and their flags, each defined once (usage and parsing).
 
 pub mod check;
+pub mod control;
 pub mod doctor;
+pub mod firewall;
+pub mod reload;
 pub mod status;
 pub mod validate;
 
@@ -40,6 +43,19 @@ pub static SUBCOMMANDS: &[Subcommand] = &[
         flags: &[CONFIG_FLAG, HELP_FLAG],
     },
     Subcommand {
+        name: "reload",
+        summary: "make the running daemon re-read its configuration (as SIGHUP; systemd ExecReload); errors print like validate, exit 1",
+        flags: &[
+            ("--json", "print the daemon's answer as JSON"),
+            CONFIG_FLAG,
+            (
+                "--dev",
+                "talk to a daemon started with --dev in this directory",
+            ),
+            HELP_FLAG,
+        ],
+    },
+    Subcommand {
         name: "status",
         summary: "ask the running daemon for its status over the control socket",
         flags: &[
@@ -69,6 +85,11 @@ pub static SUBCOMMANDS: &[Subcommand] = &[
         name: "quarantine",
         summary: "list quarantined files, or restore one exactly (`svc quarantine list`, `svc quarantine restore ID`)",
         flags: &[("--json", "print JSON"), CONFIG_FLAG, ("--dev", "talk to a daemon started with --dev in this directory"), HELP_FLAG],
+    },
+    Subcommand {
+        name: "firewall",
+        summary: "the daemon's nftables firewall: status, list, check, block, unblock, allow, rollback (`svc firewall --help`)",
+        flags: firewall::FLAGS,
     },
     Subcommand {
         name: "version",
@@ -185,6 +206,9 @@ pub fn main(args: Vec<OsString>) -> i32 {
         eprint!("{}", usage());
         return 2;
     };
+    if cmd.name == "firewall" {
+        return firewall::run(args.collect());
+    }
     let flags = match parse_flags(cmd, args.collect()) {
         Ok(f) => f,
         Err(UsageError(msg)) => {
@@ -212,6 +236,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
             }
         }
         "validate" => validate::run(&flags),
+        "reload" => reload::run(&flags),
         "status" => status::run(&flags),
         "doctor" => doctor::run(&flags),
         "check" => check::run(&flags),
@@ -226,9 +251,26 @@ pub fn main(args: Vec<OsString>) -> i32 {
 
 fn init_logging() {
     let env = env_logger::Env::default().filter_or("SVC_LOG", "info");
-    let _ = env_logger::Builder::from_env(env)
+    let logger = env_logger::Builder::from_env(env)
         .target(env_logger::Target::Stderr)
-        .try_init();
+        // One record is one line: control and bidirectional-override characters that reach
+        // a message from outside (file names, log lines, request paths) are escaped here for
+        // every line, so none can forge a line or recolour a terminal.
+        .format(|buf, record| {
+            use std::io::Write as _;
+            let ts = buf.timestamp();
+            let message = record.args().to_string();
+            writeln!(
+                buf,
+                "[{ts} {:<5} {}] {}",
+                record.level(),
+                record.target(),
+                crate::text::escape_controls(&message)
+            )
+        })
+        .build();
+    // Warnings a client can cause inside dependencies (rustls) are rate-limited.
+    let _ = crate::http::logfilter::install(logger);
 }
 
 /// Writes to stdout; a closed pipe (`svc status | head`) is not an error.

@@ -21,26 +21,28 @@ pub fn state_path(flags: &Flags) -> Result<PathBuf, String> {
         })
 }
 
-/// Sends one command to the daemon; prints a clear message and returns Err(1) on failure.
+/// Sends one command to the daemon through the shared client ([`super::control`]); prints a
+/// clear message (not running, not responding, refused answer, daemon error) and returns
+/// `Err(1)` on failure.
 pub fn ask(flags: &Flags, command: &str, args: Value, timeout: Duration) -> Result<Value, i32> {
     let state = state_path(flags).map_err(|e| {
         eprintln!("svc {command}: {e}");
         1
     })?;
     let sock = state.join("svc.sock");
-    match crate::daemon::control::request(&sock, command, args, timeout) {
+    match super::control::request(&sock, command, args, timeout) {
         Ok(v) => {
             if let Some(e) = v.get("error").and_then(Value::as_str) {
-                eprintln!("svc {command}: daemon answered: {e}");
+                eprintln!(
+                    "svc {command}: daemon answered: {}",
+                    crate::text::escape_controls(e)
+                );
                 return Err(1);
             }
             Ok(v)
         }
         Err(e) => {
-            eprintln!(
-                "svc {command}: the daemon is not running (cannot reach {}: {e})",
-                sock.display()
-            );
+            eprintln!("svc {command}: {e}");
             Err(1)
         }
     }
@@ -113,6 +115,33 @@ pub fn human(s: &Value) -> String {
             }
         }
         _ => out.push_str("queues: none active\n"),
+    }
+    if let Some(h) = s.get("http").filter(|h| h.is_object()) {
+        let p = &h["phases"];
+        out.push_str(&format!(
+            "http: {} open of {} (handshake {}, idle {}, head {}, body {}, worker {}, write {}), {} event streams\n",
+            h["open_connections"],
+            h["max_connections"],
+            p["handshake"],
+            p["idle"],
+            p["head"],
+            p["body"],
+            p["worker"],
+            p["write"],
+            h["sse_streams"],
+        ));
+        let t = &h["timeouts"];
+        out.push_str(&format!(
+            "http refusals: {} over max_connections, {} over the per-address limit; timeouts: handshake {}, head {}, body {}, write {}, idle {}; {} handler panics\n",
+            h["refused"]["max_connections"],
+            h["refused"]["per_address"],
+            t["handshake"],
+            t["head"],
+            t["body"],
+            t["write"],
+            t["idle"],
+            h["panics_total"],
+        ));
     }
     if let Some(f) = s.get("faults").and_then(Value::as_array) {
         for fault in f {

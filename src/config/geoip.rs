@@ -59,11 +59,13 @@ pub fn looks_like_mmdb(path: &std::path::Path) -> Result<(), String> {
     if !meta.is_file() {
         return Err(format!("{shown} is not a regular file"));
     }
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| format!("cannot open {shown}: {e}"))?;
+    let mut f = crate::fsutil::open_daemon_file_with(
+        path,
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK),
+    )
+    .map_err(|e| format!("cannot open {shown}: {e}"))?;
     let start = meta.len().saturating_sub(METADATA_WINDOW);
     f.seek(SeekFrom::Start(start))
         .map_err(|e| format!("cannot read {shown}: {e}"))?;

@@ -24,7 +24,7 @@ pub enum Outcome {
 
 /// Migrates the main configuration file in place.
 pub fn migrate_file(path: &Path) -> Result<Outcome, String> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::fsutil::read_daemon_string(path)
         .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
     let (new_text, outcome) = migrate_text(&text)?;
     if outcome == Outcome::Unchanged {

@@ -7,7 +7,9 @@
 //! - Loading never logs a secret; errors name keys, never token values.
 
 pub mod alerts;
+pub mod firewall;
 pub mod geoip;
+pub mod live;
 mod merge;
 pub mod migrate;
 mod reader;
@@ -18,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+pub use live::Live;
 pub use reader::ConfigError;
 use reader::{Errors, TableReader};
 
@@ -27,6 +30,8 @@ pub const DEFAULT_PATH: &str = "/etc/svc/svc.toml";
 pub const LEGACY_TOKEN_NAME: &str = "legacy-auth-token";
 /// Shortest accepted token.
 pub const MIN_TOKEN_LEN: usize = 16;
+/// Default of `webui.audit_max_entries`.
+pub const DEFAULT_AUDIT_MAX_ENTRIES: u64 = 100_000;
 
 /// What a token may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -71,7 +76,16 @@ pub struct HttpLimits {
     pub max_headers: usize,
     pub max_body_bytes: usize,
     pub idle_timeout_seconds: u64,
+    /// Whole time a response may take to reach a client that reads slowly.
+    pub write_timeout_seconds: u64,
+    /// Slowest accepted body upload: the body deadline is the head deadline plus the
+    /// body's length at this rate.
+    pub body_min_bytes_per_second: u64,
     pub max_connections: usize,
+    /// Open connections per client address (IPv6 per /64).
+    pub max_connections_per_address: usize,
+    /// Worker threads (0: twice the cores, at least 4).
+    pub workers: usize,
     pub max_sse_subscribers: usize,
     /// Failed authentications per address per minute before 429.
     pub auth_failures_per_minute: u32,
@@ -86,15 +100,19 @@ impl Default for HttpLimits {
             max_headers: 64,
             max_body_bytes: 1024 * 1024,
             idle_timeout_seconds: 30,
-            max_connections: 256,
+            write_timeout_seconds: 30,
+            body_min_bytes_per_second: 1024,
+            max_connections: 4096,
+            max_connections_per_address: 64,
+            workers: 0,
             max_sse_subscribers: 64,
             auth_failures_per_minute: 20,
         }
     }
 }
 
-/// `[webui]`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// `[webui]`. Its `Debug` never prints a secret (see [`Redacted`]).
+#[derive(Clone, PartialEq, Eq)]
 pub struct WebUi {
     pub listen: SocketAddr,
     pub tls_cert: String,
@@ -105,6 +123,39 @@ pub struct WebUi {
     pub session_max_hours: u64,
     pub tokens: Vec<TokenEntry>,
     pub limits: HttpLimits,
+    /// `webui.audit_max_entries`: audit records kept (the newest).
+    pub audit_max_entries: u64,
+}
+
+/// How `Debug` shows a secret: whether it is set, never its value.
+pub struct Redacted<'a>(pub &'a str);
+
+impl std::fmt::Debug for Redacted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_empty() {
+            "<empty>"
+        } else {
+            "<redacted>"
+        })
+    }
+}
+
+impl std::fmt::Debug for WebUi {
+    // metrics_token and auth_token are secrets; tokens print without their values.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebUi")
+            .field("listen", &self.listen)
+            .field("tls_cert", &self.tls_cert)
+            .field("tls_key", &self.tls_key)
+            .field("metrics_token", &Redacted(&self.metrics_token))
+            .field("auth_token", &Redacted(&self.auth_token))
+            .field("session_idle_minutes", &self.session_idle_minutes)
+            .field("session_max_hours", &self.session_max_hours)
+            .field("tokens", &self.tokens)
+            .field("limits", &self.limits)
+            .field("audit_max_entries", &self.audit_max_entries)
+            .finish()
+    }
 }
 
 /// Detector and response settings (`logs`, `files`, `thresholds`, `auto_response`, `checks`).
@@ -128,6 +179,8 @@ pub struct Engine {
     pub auth_new_address_mail: bool,
     /// `auto_response.quarantine`: move high-confidence malware into quarantine.
     pub auto_quarantine: bool,
+    /// `auto_response.dry_run`: automatic callers record the firewall blocks they would make.
+    pub auto_dry_run: bool,
     /// `checks.critical_interval_min` (0 disables the schedule).
     pub critical_interval_min: u64,
     /// `checks.deep_interval_min` (0 disables the schedule).
@@ -158,6 +211,7 @@ impl Default for Engine {
             auth_max_known_logins: 65_536,
             auth_new_address_mail: false,
             auto_quarantine: false,
+            auto_dry_run: true,
             critical_interval_min: 10,
             deep_interval_min: 60,
             checks_root: PathBuf::from("/"),
@@ -184,6 +238,8 @@ pub struct Config {
     pub dev: bool,
     /// `[alerts]`: hourly budget, minimum severity, notifiers.
     pub alerts: alerts::AlertsConfig,
+    /// `[firewall]`: the nftables engine.
+    pub firewall: firewall::FirewallConfig,
 }
 
 impl Config {
@@ -248,7 +304,7 @@ fn read_merged(main: &Path) -> Result<(toml::value::Table, Vec<PathBuf>), Vec<Co
 
 /// Parses one TOML file; the error is one line naming the file and position.
 pub fn parse_file(path: &Path) -> Result<toml::value::Table, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+    let text = crate::fsutil::read_daemon_string(path).map_err(|e| ConfigError {
         key: String::new(),
         message: format!("{}: cannot read: {e}", path.display()),
     })?;
@@ -291,6 +347,7 @@ pub fn from_table(
     let engine = read_engine(&mut r, &mut errs);
     let geoip = geoip::read(&mut r, &mut errs);
     let alerts = alerts::read(&mut r, &mut errs);
+    let firewall = firewall::read(&mut r, &mut errs);
     r.finish(&mut errs);
 
     if !errs.0.is_empty() {
@@ -307,6 +364,7 @@ pub fn from_table(
         hash,
         dev: false,
         alerts,
+        firewall,
     })
 }
 
@@ -352,6 +410,13 @@ fn read_webui(root: &mut TableReader<'_>, errs: &mut Errors) -> WebUi {
     }
     let session_idle_minutes = w.int("session_idle_minutes", 30, 1, 7 * 24 * 60, errs) as u64;
     let session_max_hours = w.int("session_max_hours", 12, 1, 24 * 365, errs) as u64;
+    let audit_max_entries = w.int(
+        "audit_max_entries",
+        DEFAULT_AUDIT_MAX_ENTRIES as i64,
+        200,
+        100_000_000,
+        errs,
+    ) as u64;
 
     let mut tokens = Vec::new();
     let mut by_name: HashMap<String, String> = HashMap::new();
@@ -424,6 +489,7 @@ fn read_webui(root: &mut TableReader<'_>, errs: &mut Errors) -> WebUi {
         session_max_hours,
         tokens,
         limits,
+        audit_max_entries,
     }
 }
 
@@ -476,6 +542,7 @@ fn read_engine(root: &mut TableReader<'_>, errs: &mut Errors) -> Engine {
 
     let mut ar = root.table("auto_response", errs);
     let auto_quarantine = ar.bool("quarantine", false, errs);
+    let auto_dry_run = ar.bool("dry_run", true, errs);
     ar.finish(errs);
 
     let mut ck = root.table("checks", errs);
@@ -517,6 +584,7 @@ fn read_engine(root: &mut TableReader<'_>, errs: &mut Errors) -> Engine {
         auth_max_known_logins,
         auth_new_address_mail,
         auto_quarantine,
+        auto_dry_run,
         critical_interval_min,
         deep_interval_min,
         checks_root: PathBuf::from(checks_root),
@@ -564,8 +632,30 @@ fn read_limits(w: &mut TableReader<'_>, errs: &mut Errors) -> HttpLimits {
             3600,
             errs,
         ) as u64,
+        write_timeout_seconds: l.int(
+            "write_timeout_seconds",
+            d.write_timeout_seconds as i64,
+            1,
+            3600,
+            errs,
+        ) as u64,
+        body_min_bytes_per_second: l.int(
+            "body_min_bytes_per_second",
+            d.body_min_bytes_per_second as i64,
+            1,
+            1 << 30,
+            errs,
+        ) as u64,
         max_connections: l.int("max_connections", d.max_connections as i64, 1, 65_536, errs)
             as usize,
+        max_connections_per_address: l.int(
+            "max_connections_per_address",
+            d.max_connections_per_address as i64,
+            1,
+            65_536,
+            errs,
+        ) as usize,
+        workers: l.int("workers", d.workers as i64, 0, 256, errs) as usize,
         max_sse_subscribers: l.int(
             "max_sse_subscribers",
             d.max_sse_subscribers as i64,
@@ -604,6 +694,38 @@ mod tests {
         assert_eq!(c.webui.listen.to_string(), "0.0.0.0:9443");
         assert_eq!(c.webui.session_idle_minutes, 30);
         assert_eq!(c.webui.session_max_hours, 12);
+    }
+
+    #[test]
+    fn http_limits_defaults_and_keys() {
+        let l = check("").unwrap().webui.limits;
+        assert_eq!(l.max_connections, 4096);
+        assert_eq!(l.max_connections_per_address, 64);
+        assert_eq!(l.write_timeout_seconds, 30);
+        assert_eq!(l.body_min_bytes_per_second, 1024);
+        assert_eq!(l.workers, 0);
+        let l = check(
+            "[webui.limits]\nmax_connections = 100\nmax_connections_per_address = 5\nwrite_timeout_seconds = 7\nbody_min_bytes_per_second = 4096\nworkers = 3\n",
+        )
+        .unwrap()
+        .webui
+        .limits;
+        assert_eq!(
+            (
+                l.max_connections,
+                l.max_connections_per_address,
+                l.write_timeout_seconds,
+                l.body_min_bytes_per_second,
+                l.workers
+            ),
+            (100, 5, 7, 4096, 3)
+        );
+        let e = check("[webui.limits]\nmax_connections_per_address = 0\n").unwrap_err();
+        assert!(
+            e.iter()
+                .any(|e| e.contains("webui.limits.max_connections_per_address")),
+            "{e:?}"
+        );
     }
 
     #[test]
@@ -654,6 +776,42 @@ mod tests {
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].name, LEGACY_TOKEN_NAME);
         assert_eq!(t[0].scope, Scope::Admin);
+    }
+
+    #[test]
+    fn debug_of_the_whole_config_prints_no_secret() {
+        const M: &str = "mmmmmmmmmmmmmmmmmmmm-metrics";
+        const L: &str = "llllllllllllllllllll-legacy";
+        const HOOK: &str = "hook-secret-in-path-0123456789";
+        const USER: &str = "userinfo-secret";
+        let c = check(&format!(
+            "[webui]\nmetrics_token=\"{M}\"\nauth_token=\"{L}\"\n[[webui.tokens]]\nname=\"a\"\ntoken=\"{A}\"\nscope=\"admin\"\n[[webui.tokens]]\nname=\"b\"\ntoken=\"{B}\"\nscope=\"read\"\n[alerts.webhook]\nurl=\"https://{USER}:pw@hooks.example.com/{HOOK}?key={HOOK}\"\n"
+        ))
+        .unwrap();
+        assert!(c.alerts.webhook.is_some());
+        let printed = format!("{c:?} {c:#?} {:?}", c.effective_tokens());
+        for secret in [A, B, M, L, HOOK, USER] {
+            assert!(!printed.contains(secret), "{secret} printed: {printed}");
+        }
+        assert!(printed.contains("<redacted>"), "{printed}");
+        assert!(printed.contains("hooks.example.com"), "{printed}");
+    }
+
+    #[test]
+    fn audit_retention_is_configurable_within_bounds() {
+        assert_eq!(
+            check("").unwrap().webui.audit_max_entries,
+            DEFAULT_AUDIT_MAX_ENTRIES
+        );
+        assert_eq!(
+            check("[webui]\naudit_max_entries = 5000\n")
+                .unwrap()
+                .webui
+                .audit_max_entries,
+            5000
+        );
+        let e = check("[webui]\naudit_max_entries = 10\n").unwrap_err();
+        assert!(e[0].starts_with("webui.audit_max_entries"), "{e:?}");
     }
 
     #[test]

@@ -89,6 +89,11 @@ impl<'a> TableReader<'a> {
         Some(v)
     }
 
+    /// The raw value of `key` (consumed), for kinds the typed readers do not cover.
+    pub fn raw(&mut self, key: &'a str) -> Option<&'a Value> {
+        self.get(key)
+    }
+
     pub fn string(&mut self, key: &'a str, default: &str, errs: &mut Errors) -> String {
         match self.get(key) {
             None => default.to_string(),

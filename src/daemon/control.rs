@@ -3,7 +3,6 @@
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::fd::AsFd;
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -41,10 +40,10 @@ impl ControlServer {
                     ),
                 ));
             }
-            std::fs::remove_file(path)?;
+            crate::fsutil::remove_daemon_file(path)?;
         }
         let listener = UnixListener::bind(path)?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        crate::fsutil::set_daemon_mode(path, 0o600)?;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
@@ -101,7 +100,7 @@ impl ControlServer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = std::fs::remove_file(&self.path);
+        let _ = crate::fsutil::remove_daemon_file(&self.path);
     }
 }
 
@@ -132,20 +131,19 @@ fn serve(conn: UnixStream, handler: &CommandFn) {
     let _ = writeln!(w, "{answer}");
 }
 
-/// Client side: sends one command, returns the answer.
+/// Client side: sends one command, returns the answer. Kept for callers of this path; the
+/// client is [`crate::cli::control::request`] (distinguishes "not running" from "not
+/// responding" and caps the answer), and new code should call it directly.
 pub fn request(path: &Path, command: &str, args: Value, timeout: Duration) -> io::Result<Value> {
-    let mut conn = UnixStream::connect(path)?;
-    conn.set_read_timeout(Some(timeout))?;
-    conn.set_write_timeout(Some(Duration::from_secs(5)))?;
-    let mut req = args;
-    if let Value::Object(m) = &mut req {
-        m.insert("command".into(), json!(command));
-    } else {
-        req = json!({ "command": command });
-    }
-    writeln!(conn, "{req}")?;
-    let mut line = String::new();
-    BufReader::new(conn).read_line(&mut line)?;
-    serde_json::from_str(&line)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+    crate::cli::control::request(path, command, args, timeout).map_err(|e| {
+        let kind = match &e {
+            crate::cli::control::ControlError::NotRunning { .. } => io::ErrorKind::NotFound,
+            crate::cli::control::ControlError::NotResponding { .. } => io::ErrorKind::TimedOut,
+            crate::cli::control::ControlError::PermissionDenied { .. } => {
+                io::ErrorKind::PermissionDenied
+            }
+            _ => io::ErrorKind::InvalidData,
+        };
+        io::Error::new(kind, e.to_string())
+    })
 }

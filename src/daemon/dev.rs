@@ -3,7 +3,8 @@
 //! State lives in `./.svc-dev/`, HTTPS listens on 127.0.0.1:9443, and an admin, a read and
 //! a metrics token are generated once into `./.svc-dev/tokens` (mode 0600). The file
 //! watcher covers `./.svc-dev/www` and the authentication-log watcher tails
-//! `./.svc-dev/auth.log`, so attacks can be tried by hand.
+//! `./.svc-dev/auth.log`, so attacks can be tried by hand. The firewall engine is off
+//! (`firewall.enabled = false`): a trial never changes the machine's nftables ruleset.
 
 use std::path::{Path, PathBuf};
 
@@ -44,7 +45,7 @@ fn parse_tokens(text: &str) -> Option<(String, String, String)> {
 /// Reads `tokens`, or generates it (0600) when absent or unreadable.
 pub fn ensure_tokens(dir: &Path) -> std::io::Result<DevTokens> {
     let path = dir.join("tokens");
-    if let Ok(text) = std::fs::read_to_string(&path) {
+    if let Ok(text) = crate::fsutil::read_daemon_string(&path) {
         if let Some((admin, read, metrics)) = parse_tokens(&text) {
             return Ok(DevTokens {
                 admin,
@@ -75,13 +76,14 @@ pub fn config() -> Result<(Config, DevTokens), String> {
     let tokens =
         ensure_tokens(&dir).map_err(|e| format!("{}: {e}", dir.join("tokens").display()))?;
     let www = dir.join("www");
-    std::fs::create_dir_all(&www).map_err(|e| format!("{}: {e}", www.display()))?;
+    crate::fsutil::ensure_dir(&www, 0o755).map_err(|e| format!("{}: {e}", www.display()))?;
     let auth_log = dir.join("auth.log");
     if !auth_log.exists() {
-        std::fs::write(&auth_log, b"").map_err(|e| format!("{}: {e}", auth_log.display()))?;
+        crate::fsutil::write_atomic(&auth_log, b"", 0o640, None)
+            .map_err(|e| format!("{}: {e}", auth_log.display()))?;
     }
     let text = format!(
-        "state_path = {state:?}\n[webui]\nlisten = {DEV_LISTEN:?}\nmetrics_token = {m:?}\n[[webui.tokens]]\nname = \"dev-admin\"\ntoken = {a:?}\nscope = \"admin\"\n[[webui.tokens]]\nname = \"dev-read\"\ntoken = {r:?}\nscope = \"read\"\n[logs]\nauth = [{log:?}]\n[files]\nwatch = [{www:?}]\n",
+        "state_path = {state:?}\n[webui]\nlisten = {DEV_LISTEN:?}\nmetrics_token = {m:?}\n[[webui.tokens]]\nname = \"dev-admin\"\ntoken = {a:?}\nscope = \"admin\"\n[[webui.tokens]]\nname = \"dev-read\"\ntoken = {r:?}\nscope = \"read\"\n[logs]\nauth = [{log:?}]\n[files]\nwatch = [{www:?}]\n[firewall]\nenabled = false\n",
         state = dir.display().to_string(),
         log = auth_log.display().to_string(),
         www = www.display().to_string(),

@@ -17,15 +17,26 @@ fn check(name: &str, status: &str, detail: impl Into<String>) -> Value {
 /// The doctor report of a running daemon.
 pub fn report(app: &App) -> Value {
     let mut checks = Vec::new();
+    // Restart-only keys (TLS paths) come from the start-up configuration.
     let cfg = &app.cfg;
+    let live = app.services.config.current();
+    let pending = app.services.config.restart_required();
+    let (accepted, refused) = app.services.config.counts();
+    let mut detail = format!(
+        "{} file(s), hash {}, {accepted} reload(s) applied, {refused} refused",
+        live.sources.len().max(1),
+        &live.hash[..12.min(live.hash.len())]
+    );
+    if !pending.is_empty() {
+        detail.push_str(&format!(
+            "; restart needed for {} (changed since start)",
+            pending.join(", ")
+        ));
+    }
     checks.push(check(
         "config",
-        "ok",
-        format!(
-            "{} file(s), hash {}",
-            cfg.sources.len().max(1),
-            &cfg.hash[..12.min(cfg.hash.len())]
-        ),
+        if pending.is_empty() { "ok" } else { "warning" },
+        detail,
     ));
     let store = app.store.health();
     checks.push(check(
@@ -60,6 +71,40 @@ pub fn report(app: &App) -> Value {
         ),
     };
     checks.push(tls);
+    checks.push(match &app.services.firewall {
+        crate::firewall::Handle::Active(f) => {
+            let s = f.status();
+            let present = s["table_present"].as_bool().unwrap_or(false);
+            check(
+                "firewall",
+                if present { "ok" } else { "warning" },
+                format!(
+                    "table inet svc {}, mode {}, {} blocks, {} allowed{}",
+                    if present {
+                        "present"
+                    } else {
+                        "missing (re-creating)"
+                    },
+                    s["mode"].as_str().unwrap_or("?"),
+                    f.blocked_count(),
+                    s["allows"],
+                    s["last_error"]
+                        .as_str()
+                        .map(|e| format!(", last error: {e}"))
+                        .unwrap_or_default()
+                ),
+            )
+        }
+        crate::firewall::Handle::Absent(reason) => check(
+            "firewall",
+            if app.cfg.firewall.enabled {
+                "warning"
+            } else {
+                "ok"
+            },
+            format!("engine absent: {reason}"),
+        ),
+    });
     for c in app.services.components.rows() {
         let name = format!("collector:{}", c.name);
         checks.push(check(

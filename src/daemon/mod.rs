@@ -1,17 +1,22 @@
 //! The supervisor: builds each subsystem once, starts threads, handles shutdown.
 //!
 //! Startup order: configuration (with legacy migration), state directory, store and its
-//! migrations, end leftover sessions, collectors, event bus and alerts (listeners of the
-//! engine), TLS, HTTP listener, control socket. SIGTERM or SIGINT end event streams, stop the
-//! HTTP server and the control socket, stop the alert notifier, drain the store writer and
-//! exit 0.
+//! migrations, end leftover sessions, incidents (restored from the store), collectors,
+//! event bus and alerts (listeners of the engine; the alert spool replays what was left),
+//! TLS, HTTP listener, control socket. SIGHUP reloads the configuration (see [`reload`]).
+//! SIGTERM or SIGINT end event streams, stop the HTTP server and the control socket, stop
+//! the collectors and the engine, flush incident snapshots, stop the alert notifier, drain
+//! the store writer and exit 0.
 
 #[cfg(feature = "bench")]
 mod bench;
 
+pub mod collectors;
+pub mod commands;
 pub mod control;
 pub mod dev;
 pub mod doctor;
+pub mod reload;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -35,6 +40,19 @@ use crate::store::Store;
 pub struct Options {
     pub config: Option<PathBuf>,
     pub dev: bool,
+}
+
+/// Where a reload reads the configuration from.
+fn source(opts: &Options) -> reload::Source {
+    if opts.dev {
+        reload::Source::Dev
+    } else {
+        reload::Source::File(
+            opts.config
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(config::DEFAULT_PATH)),
+        )
+    }
 }
 
 fn load_config(opts: &Options) -> Result<(Config, Option<dev::DevTokens>), String> {
@@ -65,7 +83,7 @@ fn load_config(opts: &Options) -> Result<(Config, Option<dev::DevTokens>), Strin
 }
 
 fn hash_file(path: &Path) -> std::io::Result<String> {
-    let mut f = std::fs::File::open(path)?;
+    let mut f = crate::fsutil::open_daemon_file(path)?;
     let mut h = Sha256::new();
     std::io::copy(&mut f, &mut h)?;
     Ok(hex::encode(h.finalize()))
@@ -73,16 +91,19 @@ fn hash_file(path: &Path) -> std::io::Result<String> {
 
 /// Runs the daemon in the foreground until SIGTERM or SIGINT.
 pub fn run(opts: Options) -> Result<(), String> {
-    // Block the stop signals in every thread; the main thread waits for them below.
+    // Block the stop and reload signals in every thread; the main thread waits for them
+    // below.
     let mut signals = SigSet::empty();
     signals.add(Signal::SIGTERM);
     signals.add(Signal::SIGINT);
+    signals.add(Signal::SIGHUP);
     signals
         .thread_block()
         .map_err(|e| format!("cannot block signals: {e}"))?;
 
     let (cfg, dev_tokens) = load_config(&opts)?;
     let cfg = Arc::new(cfg);
+    let live = Arc::new(config::Live::new(cfg.clone()));
     let geoip = crate::geoip::GeoIp::open(&cfg.geoip)?.map(Arc::new);
     crate::fsutil::ensure_dir(&cfg.state_path, 0o700)
         .map_err(|e| format!("state_path {}: {e}", cfg.state_path.display()))?;
@@ -118,14 +139,19 @@ pub fn run(opts: Options) -> Result<(), String> {
         Err(e) => return Err(format!("applying suppressions: {e}")),
     }
     let components = Arc::new(crate::components::Components::default());
-    let incidents = Arc::new(crate::incidents::Incidents::new(
+    let incidents = crate::incidents::Incidents::persistent(
         clock.clone(),
         std::time::Duration::from_secs(cfg.engine.incident_window_minutes * 60),
-    ));
+        store.clone(),
+        &registry,
+    )
+    .map_err(|e| e.to_string())?;
+    incidents.start_writer().map_err(|e| e.to_string())?;
     {
         let incidents = incidents.clone();
         engine.subscribe(Box::new(move |f| incidents.observe(f)));
     }
+    let firewall = crate::firewall::start(&cfg, clock.clone(), store.clone(), &registry);
     let check_ctx = check_context(&cfg, clock.clone());
     let jobs = ScanJobs::new(
         clock.clone(),
@@ -134,14 +160,14 @@ pub fn run(opts: Options) -> Result<(), String> {
         check_ctx,
         &registry,
     )?;
-    let collectors = crate::watch::start_collectors(
+    let collectors = Arc::new(collectors::LiveCollectors::start(
         &cfg,
         clock.clone(),
         &engine,
         &registry,
         &components,
         &store,
-    )?;
+    )?);
     let events = crate::events::EventBus::new(
         clock.clone(),
         &registry,
@@ -149,10 +175,9 @@ pub fn run(opts: Options) -> Result<(), String> {
     )
     .map_err(|e| format!("{}: {e}", crate::events::ROW))?;
     engine.subscribe(events.listener());
-    let alerts = crate::alerts::Alerts::start(&cfg.alerts, clock.clone(), &registry)?;
-    if let Some(a) = &alerts {
-        engine.subscribe(a.listener());
-    }
+    let alerts =
+        crate::alerts::Alerts::start(&cfg.alerts, clock.clone(), store.clone(), &registry)?;
+    engine.subscribe(alerts.listener());
     engine.start()?;
     let minutes = |m: u64| (m > 0).then(|| std::time::Duration::from_secs(m * 60));
     jobs.start(
@@ -164,12 +189,14 @@ pub fn run(opts: Options) -> Result<(), String> {
         engine: engine.clone(),
         jobs: jobs.clone(),
         components: components.clone(),
-        restored: collectors.restored.clone(),
+        restored: collectors.restored(),
         incidents: incidents.clone(),
         geoip,
         suppressions,
         events: events.clone(),
         alerts: alerts.clone(),
+        config: live.clone(),
+        firewall: firewall.clone(),
     };
     let app = Arc::new(App::new(cfg.clone(), clock, store.clone(), services));
     {
@@ -183,6 +210,7 @@ pub fn run(opts: Options) -> Result<(), String> {
             });
     }
 
+    open_file_limit(&cfg.webui.limits);
     let server = Server::bind(cfg.webui.listen, tls, cfg.webui.limits.clone())
         .map_err(|e| format!("cannot listen on {}: {e}", cfg.webui.listen))?;
     let addr = server.local_addr().map_err(|e| e.to_string())?;
@@ -190,17 +218,22 @@ pub fn run(opts: Options) -> Result<(), String> {
     let stopper = server.stopper().map_err(|e| e.to_string())?;
     events.watch_server_stop(stopper.flag());
 
+    let reloader = Arc::new(reload::Reloader::new(
+        source(&opts),
+        live,
+        reload::Handles {
+            app: app.clone(),
+            collectors: collectors.clone(),
+        },
+    ));
     let control = {
-        let app = app.clone();
-        let handler: Arc<control::CommandFn> = Arc::new(move |cmd: &str, args: &Value| match cmd {
-            "status" => Some(json!({ "snapshot": app.status_snapshot() })),
-            "doctor" => Some(doctor::report(&app)),
-            "check" => Some(run_check(&app)),
-            "ping" => Some(json!({ "ok": true })),
-            #[cfg(feature = "bench")]
-            "bench.inject" => Some(bench::inject(&app, args)),
-            _ => crate::watch::control_command(&app, cmd, args),
-        });
+        let ctx = commands::Ctx {
+            app: app.clone(),
+            reloader: reloader.clone(),
+            collectors: collectors.clone(),
+        };
+        let handler: Arc<control::CommandFn> =
+            Arc::new(move |cmd: &str, args: &Value| commands::dispatch(&ctx, cmd, args));
         control::ControlServer::start(&cfg.socket_path(), handler)
             .map_err(|e| format!("control socket {}: {e}", cfg.socket_path().display()))?
     };
@@ -208,31 +241,60 @@ pub fn run(opts: Options) -> Result<(), String> {
     let http_thread = {
         let app: Arc<dyn http::Handler> = app.clone();
         std::thread::Builder::new()
-            .name("http-accept".into())
+            .name("http-front".into())
             .spawn(move || server.run(app))
             .map_err(|e| e.to_string())?
     };
 
     announce(&cfg, addr, dev_tokens.as_ref());
 
-    let sig = signals
-        .wait()
-        .map_err(|e| format!("waiting for signals: {e}"))?;
-    log::info!("received {sig:?}; shutting down");
+    loop {
+        let sig = signals
+            .wait()
+            .map_err(|e| format!("waiting for signals: {e}"))?;
+        if sig == Signal::SIGHUP {
+            // Logged and audited by the reloader.
+            let _ = reloader.reload(reload::Trigger::Signal);
+            continue;
+        }
+        log::info!("received {sig:?}; shutting down");
+        break;
+    }
     // Event streams end first so the server's drain does not wait for them.
     events.close();
     stopper.stop();
     let _ = http_thread.join();
     control.stop();
     collectors.stop();
-    jobs.shutdown();
+    jobs.shutdown(std::time::Duration::from_secs(3));
     engine.shutdown();
-    if let Some(a) = &alerts {
-        a.shutdown(std::time::Duration::from_secs(2));
-    }
+    firewall.shutdown();
+    // After the last finding: the final snapshot flush.
+    incidents.shutdown();
+    alerts.shutdown(std::time::Duration::from_secs(2));
+    // Audit records still waiting for the action-log writer are committed first.
+    app.audit.shutdown();
     store.close();
     log::info!("stopped");
     Ok(())
+}
+
+/// Raises the open-file limit so `max_connections` fit, and logs the figure.
+fn open_file_limit(limits: &crate::config::HttpLimits) {
+    match http::raise_open_file_limit() {
+        Ok((before, now)) => {
+            log::info!("open-file limit: {now} (soft limit was {before})");
+            // Connections, event streams, and room for the store, logs and watchers.
+            let need = (limits.max_connections + limits.max_sse_subscribers + 256) as u64;
+            if now < need {
+                log::warn!(
+                    "open-file limit {now} is below the {need} descriptors webui.limits.max_connections = {} needs; raise LimitNOFILE",
+                    limits.max_connections
+                );
+            }
+        }
+        Err(e) => log::warn!("cannot read or raise the open-file limit: {e}"),
+    }
 }
 
 /// The check context from `checks.root` and `checks.web_roots`.
@@ -245,7 +307,7 @@ pub fn check_context(cfg: &Config, clock: crate::clock::SharedClock) -> CheckCon
 }
 
 /// `svc check`: a full scan through the daemon, waiting for its findings.
-fn run_check(app: &App) -> Value {
+pub(crate) fn run_check(app: &App) -> Value {
     match app
         .services
         .jobs

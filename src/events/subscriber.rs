@@ -108,12 +108,25 @@ impl Subscription {
 
     /// Serves the stream until the bus closes, the server stops, or a write or flush fails
     /// (the writer enforces the deadline). `peer` names the client in log lines.
-    pub fn run(mut self, w: &mut dyn Write, peer: &str) -> io::Result<()> {
+    pub fn run(self, w: &mut dyn Write, peer: &str) -> io::Result<()> {
+        self.run_while(w, peer, || true)
+    }
+
+    /// Like [`run`](Self::run), and also ends (not a loss: an explicit end) as soon as
+    /// `keep` answers false. `keep` is asked before the first write and then at least every
+    /// [`POLL`] (half a second) while the stream is healthy, so a stream tied to a browser
+    /// session ends within a second of the session ending.
+    pub fn run_while(
+        mut self,
+        w: &mut dyn Write,
+        peer: &str,
+        mut keep: impl FnMut() -> bool,
+    ) -> io::Result<()> {
         self.peer = peer.to_string();
         let _ = self.link.thread.set(std::thread::current());
         let shared = Arc::clone(&self.shared);
         let running = shared.health.start_running();
-        let result = self.serve(w);
+        let result = self.serve(w, &mut keep);
         running.finish();
         if let Err(e) = &result {
             self.error = Some(e.to_string());
@@ -121,11 +134,14 @@ impl Subscription {
         result
     }
 
-    fn serve(&mut self, w: &mut dyn Write) -> io::Result<()> {
+    fn serve(&mut self, w: &mut dyn Write, keep: &mut dyn FnMut() -> bool) -> io::Result<()> {
+        if !keep() {
+            return Ok(());
+        }
         let preamble = format!(": svc event stream\nretry: {RETRY_MILLIS}\n\n");
         self.write_out(w, preamble.as_bytes(), 0)?;
         loop {
-            if self.step(w, POLL)? == Step::End {
+            if self.step(w, POLL)? == Step::End || !keep() {
                 return Ok(());
             }
         }

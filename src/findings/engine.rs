@@ -329,7 +329,8 @@ impl Engine {
         }))
     }
 
-    /// Sets the bound of the active set (`findings.max_active`). Call before [`start`].
+    /// Sets the bound of the active set (`findings.max_active`). Before [`start`], the loaded
+    /// set is trimmed to it at start; later (a reload), the next dispatched batch trims it.
     ///
     /// [`start`]: Engine::start
     pub fn set_max_active(&self, max: usize) {
@@ -699,6 +700,11 @@ impl Engine {
         let mut last_expiry = self.clock.monotonic_nanos();
         // The batch whose commit is under way while the next one is prepared.
         let mut pending: Option<InFlight> = None;
+        // `running` on `findings.ingest`: one while a batch is prepared or its commit is
+        // under way (a commit stuck on the store shows as a running operation that ages),
+        // restarted after each finished commit so its age is that of the oldest unfinished
+        // batch.
+        let mut busy: Option<crate::queue::RunningGuard<'_>> = None;
         loop {
             if !self.controls.1.is_empty() {
                 let mut st = self.state.lock();
@@ -707,6 +713,11 @@ impl Engine {
                 }
                 while let Ok(c) = self.controls.1.try_recv() {
                     self.serve(&mut st, c);
+                }
+            }
+            if pending.is_none() {
+                if let Some(b) = busy.take() {
+                    b.finish();
                 }
             }
             let first = if pending.is_some() {
@@ -725,7 +736,9 @@ impl Engine {
             };
             match first {
                 Ok(first) => {
-                    let running = self.queue.health().start_running();
+                    if busy.is_none() {
+                        busy = Some(self.queue.health().start_running());
+                    }
                     if let Item::Ingest(i) = first.finish() {
                         batch.push(i);
                     }
@@ -744,10 +757,13 @@ impl Engine {
                         let next = self.prepare(&mut st, &mut batch, Mode::Live);
                         if let Some(p) = pending.take() {
                             self.finish(&mut st, p);
+                            if let Some(b) = busy.take() {
+                                b.finish();
+                            }
+                            busy = Some(self.queue.health().start_running());
                         }
                         pending = Some(next);
                     }
-                    running.finish();
                 }
                 Err(PopError::Timeout) => {}
                 Err(PopError::Closed) => break,
@@ -765,6 +781,9 @@ impl Engine {
         let mut st = self.state.lock();
         if let Some(p) = pending.take() {
             self.finish(&mut st, p);
+        }
+        if let Some(b) = busy.take() {
+            b.finish();
         }
         let mut rest = Vec::new();
         for item in self.queue.drain() {

@@ -84,7 +84,10 @@ pub struct Finding {
 }
 
 impl Finding {
-    /// A new finding seen once at `now`.
+    /// A new finding seen once at `now`. The message is composed text shown to people:
+    /// control and bidirectional-override characters from outside (file names, user names
+    /// from log lines) are escaped here, once for every producer (`crate::text`); `path`
+    /// keeps the exact name.
     pub fn new(
         check: impl Into<String>,
         severity: Severity,
@@ -94,7 +97,7 @@ impl Finding {
         Finding {
             check: check.into(),
             severity,
-            message: message.into(),
+            message: escape_message(message.into()),
             details: String::new(),
             account: None,
             ip: None,
@@ -126,9 +129,34 @@ impl Finding {
     }
 }
 
+fn escape_message(m: String) -> String {
+    match crate::text::escape_controls(&m) {
+        std::borrow::Cow::Borrowed(_) => m,
+        std::borrow::Cow::Owned(escaped) => escaped,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_escape_controls_and_bidi_but_paths_stay_exact() {
+        let name = "/var/www/a\u{202e}php.txt\n\x1b[2J".to_string();
+        let f = Finding::new(
+            "webshell",
+            Severity::Critical,
+            format!("Webshell at {name}"),
+            Timestamp::UNIX_EPOCH,
+        )
+        .with_path(name.clone());
+        assert!(
+            !f.message.chars().any(crate::text::needs_escape),
+            "{:?}",
+            f.message
+        );
+        assert_eq!(f.path.as_deref(), Some(name.as_str()));
+    }
 
     #[test]
     fn severity_filter_accepts_labels_and_levels() {

@@ -78,7 +78,7 @@ impl PendingFile {
 
     /// Reads parked findings. A missing file is empty; an unreadable one is an error.
     pub fn read(&self) -> Result<Vec<Finding>, String> {
-        match std::fs::read(&self.path) {
+        match crate::fsutil::read_daemon_file(&self.path) {
             Ok(bytes) => {
                 let parked: Vec<Parked> = serde_json::from_slice(&bytes)
                     .map_err(|e| format!("{}: {e}", self.path.display()))?;
@@ -100,7 +100,7 @@ impl PendingFile {
     }
 
     pub fn remove(&self) -> std::io::Result<()> {
-        match std::fs::remove_file(&self.path) {
+        match crate::fsutil::remove_daemon_file(&self.path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
         }

@@ -1,334 +1,272 @@
-//! One connection: TLS handshake, keep-alive request loop, deadlines.
+//! One connection's state and its non-blocking TLS I/O.
+//!
+//! The socket stays non-blocking for its whole life (except when it becomes an event
+//! stream): whoever holds the [`Conn`], the front or a worker, only ever makes calls that
+//! return at once. Reading stops when a request is complete, so what a client pipelines
+//! waits in the kernel and in rustls (16 KiB of plaintext at most) until the next request.
 
-use std::io::{self, Read, Write};
-use std::net::TcpStream;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::io::{self, IoSlice, Read, Write};
+use std::net::{SocketAddr, TcpStream};
 
-use rustls::{ServerConnection, StreamOwned};
+use rustls::ServerConnection;
 
-use super::request::{parse_head, HeadError, Request};
+use super::addr::AddrKey;
+use super::phase::Phase;
+use super::request::Head;
 use super::response::{Body, Response};
-use super::Shared;
 
-/// Deadline for each write and flush of a streaming body.
-pub const STREAM_WRITE_DEADLINE: Duration = Duration::from_secs(3);
-/// Socket send buffer of a streaming connection (the kernel doubles it). A fixed size turns
-/// off send-buffer autotuning, which would otherwise let one stalled peer park megabytes
-/// of events in the kernel before its writes block and the deadline can notice.
-pub const STREAM_SEND_BUFFER: usize = 32 * 1024;
-/// A streaming peer that leaves sent data unacknowledged this long (vanished without a
-/// reset) is closed by the kernel, so the next heartbeat write fails and frees its slot.
-pub const STREAM_USER_TIMEOUT_MILLIS: u32 = 30_000;
-
-fn handshake(
-    tcp: &mut TcpStream,
-    conn: &mut ServerConnection,
-    timeout: Duration,
-) -> io::Result<()> {
-    let deadline = Instant::now() + timeout;
-    while conn.is_handshaking() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "handshake deadline",
-            ));
-        }
-        tcp.set_read_timeout(Some(left))?;
-        tcp.set_write_timeout(Some(left))?;
-        conn.complete_io(tcp)?;
-    }
-    Ok(())
+/// Names a connection slot of the front; the generation tells a reused slot apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Token {
+    pub index: u32,
+    pub gen: u32,
 }
 
-/// Performs the handshake and answers every request until the client goes away, a
-/// deadline passes, or the server stops.
-pub(crate) fn serve(mut tcp: TcpStream, shared: &Shared) {
-    let remote = match tcp.peer_addr() {
-        Ok(a) => a,
-        Err(_) => return,
-    };
-    let _ = tcp.set_nodelay(true);
-    let limits = &shared.limits;
-    let Ok(mut conn) = ServerConnection::new(shared.tls.clone()) else {
-        return;
-    };
-    if handshake(
-        &mut tcp,
-        &mut conn,
-        Duration::from_secs(limits.handshake_timeout_seconds),
-    )
-    .is_err()
-    {
-        shared
-            .stats
-            .handshake_failures
-            .fetch_add(1, Ordering::Relaxed);
-        return;
+impl Token {
+    pub fn to_u64(self) -> u64 {
+        (u64::from(self.gen) << 32) | u64::from(self.index)
     }
-    let mut tls = StreamOwned::new(conn, tcp);
-    let mut buf: Vec<u8> = Vec::with_capacity(4096);
-    let idle = Duration::from_secs(limits.idle_timeout_seconds);
-    let head_timeout = Duration::from_secs(limits.head_timeout_seconds);
-    loop {
-        if shared.stop.load(Ordering::SeqCst) {
-            break;
-        }
-        // Wait for the first byte of the next request within the idle timeout.
-        if buf.is_empty() && fill(&mut tls, &mut buf, idle).unwrap_or(0) == 0 {
-            break;
-        }
-        let deadline = Instant::now() + head_timeout;
-        let head = loop {
-            match parse_head(&buf, limits.max_headers, limits.max_body_bytes) {
-                Ok(Some(h)) => break Ok(h),
-                Ok(None) if buf.len() >= limits.max_head_bytes => break Err(HeadError::TooLarge),
-                Ok(None) => {}
-                Err(e) => break Err(e),
-            }
-            if !fill_or_408(&mut tls, &mut buf, deadline, shared, "request head") {
-                return;
-            }
-        };
-        let head = match head {
-            Ok(h) if h.len > limits.max_head_bytes => {
-                refuse_head(&mut tls, shared, HeadError::TooLarge);
-                return;
-            }
-            Ok(h) => h,
-            Err(e) => {
-                refuse_head(&mut tls, shared, e);
-                return;
-            }
-        };
-        buf.drain(..head.len);
-        // Body: exactly Content-Length bytes.
-        let body_deadline = Instant::now() + idle;
-        while buf.len() < head.content_length {
-            if !fill_or_408(&mut tls, &mut buf, body_deadline, shared, "request body") {
-                return;
-            }
-        }
-        let body: Vec<u8> = buf.drain(..head.content_length).collect();
-        let (path, query) = match head.target.split_once('?') {
-            Some((p, q)) => (p.to_string(), q.to_string()),
-            None => (head.target.clone(), String::new()),
-        };
-        let req = Request {
-            method: head.method,
-            path,
-            query,
-            headers: head.headers,
-            body,
-            remote,
-            wants_close: head.wants_close,
-        };
-        let resp = shared.handler.handle(&req);
-        if resp.is_stream() {
-            stream(&mut tls, resp, shared);
-            return;
-        }
-        let keep_alive = !req.wants_close && !shared.stop.load(Ordering::SeqCst);
-        if !send_full(&mut tls, resp, keep_alive, req.method == "HEAD") || !keep_alive {
-            break;
+
+    pub fn from_u64(v: u64) -> Token {
+        Token {
+            index: (v & 0xffff_ffff) as u32,
+            gen: (v >> 32) as u32,
         }
     }
-    tls.conn.send_close_notify();
-    let _ = tls.conn.complete_io(&mut tls.sock);
 }
 
-/// Reads more of a request before `deadline`. False when the connection must close: the
-/// peer went away, a read failed, or the deadline passed (answered with 408 first).
-fn fill_or_408(
-    tls: &mut StreamOwned<ServerConnection, TcpStream>,
-    buf: &mut Vec<u8>,
-    deadline: Instant,
-    shared: &Shared,
-    what: &str,
-) -> bool {
-    let left = deadline.saturating_duration_since(Instant::now());
-    match fill(tls, buf, left) {
-        Ok(n) => n > 0,
-        Err(e) if is_timeout(&e) => {
-            shared.handler.on_refused(408);
-            let msg = format!("{what} not received in time");
-            send(tls, Response::error(408, &msg), false);
-            false
+/// Result of moving bytes in one direction without blocking.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Io {
+    /// Everything that was pending went out.
+    Done,
+    /// The socket would block; wait for it to become writable.
+    Blocked,
+    /// The connection is broken.
+    Failed,
+}
+
+/// Result of one read from the socket.
+#[derive(Debug)]
+pub(crate) enum Read1 {
+    /// Some TLS bytes arrived (perhaps no plaintext yet).
+    Progress,
+    /// Nothing more to read now.
+    WouldBlock,
+    /// The peer closed the connection (TCP end of stream or TLS close_notify).
+    Closed,
+    /// The TLS layer refused what the peer sent.
+    TlsError,
+    /// The socket failed.
+    Failed,
+}
+
+/// A response on its way out: head and body, and how much of both rustls has taken.
+#[derive(Default)]
+pub(crate) struct Outgoing {
+    head: Vec<u8>,
+    body: Vec<u8>,
+    taken: usize,
+}
+
+impl Outgoing {
+    fn remaining(&self) -> (&[u8], &[u8]) {
+        let h = self.head.len();
+        if self.taken < h {
+            (&self.head[self.taken..], &self.body[..])
+        } else {
+            (&[][..], &self.body[(self.taken - h).min(self.body.len())..])
         }
-        Err(_) => false,
+    }
+
+    fn is_done(&self) -> bool {
+        self.taken >= self.head.len() + self.body.len()
     }
 }
 
-fn is_timeout(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    )
+/// One client connection.
+pub(crate) struct Conn {
+    pub tcp: TcpStream,
+    pub tls: ServerConnection,
+    pub remote: SocketAddr,
+    pub key: AddrKey,
+    pub token: Token,
+    pub phase: Phase,
+    /// Monotonic nanoseconds at which the current phase ends (none in the worker phase).
+    pub deadline: Option<i64>,
+    /// Plaintext received and not yet consumed by a request.
+    pub buf: Vec<u8>,
+    /// How much of `buf` was already searched for the end of a head.
+    pub scanned: usize,
+    /// The head of the request whose body is being read.
+    pub head: Option<Head>,
+    pub out: Outgoing,
+    /// Close once the pending response is out.
+    pub close_after: bool,
+    /// The peer sent close_notify or ended the stream.
+    pub peer_closed: bool,
+    /// Registered for writability (only while output waits for the socket).
+    pub want_out: bool,
 }
 
-/// Reads more bytes into `buf`, waiting at most `timeout`. Returns 0 at end of stream.
-fn fill(
-    tls: &mut StreamOwned<ServerConnection, TcpStream>,
-    buf: &mut Vec<u8>,
-    timeout: Duration,
-) -> io::Result<usize> {
-    if timeout.is_zero() {
-        return Err(io::Error::new(io::ErrorKind::TimedOut, "deadline"));
-    }
-    tls.sock.set_read_timeout(Some(timeout))?;
-    let mut chunk = [0u8; 8192];
-    let n = tls.read(&mut chunk)?;
-    buf.extend_from_slice(&chunk[..n]);
-    Ok(n)
-}
-
-fn refuse_head(tls: &mut StreamOwned<ServerConnection, TcpStream>, shared: &Shared, e: HeadError) {
-    let (status, msg) = match e {
-        HeadError::Malformed(m) => (400, m.to_string()),
-        HeadError::TooLarge => (
-            431,
-            format!(
-                "request head exceeds {} bytes or {} headers",
-                shared.limits.max_head_bytes, shared.limits.max_headers
-            ),
-        ),
-        HeadError::LengthRequired => (
-            411,
-            "request bodies must carry Content-Length; chunked bodies are refused".to_string(),
-        ),
-        HeadError::BodyTooLarge => (
-            413,
-            format!(
-                "request body exceeds {} bytes",
-                shared.limits.max_body_bytes
-            ),
-        ),
-    };
-    shared.handler.on_refused(status);
-    send(tls, Response::error(status, &msg), false);
-}
-
-/// Writes a full response. Returns false when the connection failed.
-fn send(
-    tls: &mut StreamOwned<ServerConnection, TcpStream>,
-    resp: Response,
-    keep_alive: bool,
-) -> bool {
-    send_full(tls, resp, keep_alive, false)
-}
-
-/// Writes a response; `head_only` (HEAD requests) keeps the Content-Length but sends no body.
-fn send_full(
-    tls: &mut StreamOwned<ServerConnection, TcpStream>,
-    resp: Response,
-    keep_alive: bool,
-    head_only: bool,
-) -> bool {
-    let _ = tls.sock.set_write_timeout(Some(Duration::from_secs(10)));
-    let mut out = resp.head_bytes(keep_alive);
-    if let (Body::Full(b), false) = (&resp.body, head_only) {
-        out.extend_from_slice(b);
-    }
-    tls.write_all(&out).and_then(|_| tls.flush()).is_ok()
-}
-
-fn stream(tls: &mut StreamOwned<ServerConnection, TcpStream>, resp: Response, shared: &Shared) {
-    let _ = tls.sock.set_write_timeout(Some(STREAM_WRITE_DEADLINE));
-    if let Err(e) = nix::sys::socket::setsockopt(
-        &tls.sock,
-        nix::sys::socket::sockopt::SndBuf,
-        &STREAM_SEND_BUFFER,
-    ) {
-        log::debug!("http: cannot size the stream's send buffer: {e}");
-    }
-    if let Err(e) = nix::sys::socket::setsockopt(
-        &tls.sock,
-        nix::sys::socket::sockopt::TcpUserTimeout,
-        &STREAM_USER_TIMEOUT_MILLIS,
-    ) {
-        log::debug!("http: cannot set the stream's TCP user timeout: {e}");
-    }
-    let head = resp.head_bytes(false);
-    if tls.write_all(&head).and_then(|_| tls.flush()).is_err() {
-        return;
-    }
-    if let Body::Stream(f) = resp.body {
-        // An SSE stream does not count against max_connections.
-        shared.stats.open_connections.fetch_sub(1, Ordering::SeqCst);
-        shared.stats.sse_streams.fetch_add(1, Ordering::SeqCst);
-        let _ = f(&mut DeadlineWriter {
+impl Conn {
+    pub fn new(tcp: TcpStream, tls: ServerConnection, remote: SocketAddr, token: Token) -> Conn {
+        Conn {
+            tcp,
             tls,
-            deadline: STREAM_WRITE_DEADLINE,
-        });
-        shared.stats.sse_streams.fetch_sub(1, Ordering::SeqCst);
-        shared.stats.open_connections.fetch_add(1, Ordering::SeqCst);
+            remote,
+            key: AddrKey::of(remote.ip()),
+            token,
+            phase: Phase::Handshake,
+            deadline: None,
+            buf: Vec::new(),
+            scanned: 0,
+            head: None,
+            out: Outgoing::default(),
+            close_after: false,
+            peer_closed: false,
+            want_out: false,
+        }
     }
-}
 
-/// The writer a streaming body gets: every `write` and every `flush` must complete within
-/// `deadline`. Before each send the socket's send timeout is set to what is left of the
-/// call's deadline, so a peer that reads slowly (or not at all) cannot stretch one call past
-/// it; a call that runs out fails with `TimedOut` (or `WouldBlock` from the socket).
-struct DeadlineWriter<'a> {
-    tls: &'a mut StreamOwned<ServerConnection, TcpStream>,
-    deadline: Duration,
-}
-
-impl DeadlineWriter<'_> {
-    /// Sends every pending TLS record before `until`.
-    fn send_pending(&mut self, until: Instant) -> io::Result<()> {
-        while self.tls.conn.wants_write() {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "stream write deadline passed",
-                ));
-            }
-            self.tls.sock.set_write_timeout(Some(left))?;
-            match self.tls.conn.write_tls(&mut self.tls.sock) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+    /// Sends the TLS records rustls holds, as far as the socket takes them.
+    pub fn flush_tls(&mut self) -> Io {
+        while self.tls.wants_write() {
+            match self.tls.write_tls(&mut self.tcp) {
+                Ok(0) => return Io::Failed,
                 Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Io::Blocked,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+                Err(_) => return Io::Failed,
             }
         }
-        Ok(())
+        Io::Done
+    }
+
+    /// Reads one batch of TLS bytes, processes them and moves any plaintext into `buf`.
+    pub fn read_once(&mut self) -> Read1 {
+        match self.tls.read_tls(&mut self.tcp) {
+            Ok(0) => {
+                self.peer_closed = true;
+                return Read1::Closed;
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Read1::WouldBlock,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Read1::Progress,
+            // Includes rustls refusing to buffer more: cannot happen, since every call
+            // below drains what it decrypted.
+            Err(_) => return Read1::Failed,
+        }
+        if self.tls.process_new_packets().is_err() {
+            // rustls queued an alert; send it if the socket takes it.
+            let _ = self.flush_tls();
+            return Read1::TlsError;
+        }
+        let mut chunk = [0u8; 8192];
+        loop {
+            match self.tls.reader().read(&mut chunk) {
+                Ok(0) => {
+                    self.peer_closed = true;
+                    return Read1::Closed;
+                }
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    self.peer_closed = true;
+                    return Read1::Closed;
+                }
+            }
+        }
+        Read1::Progress
+    }
+
+    /// Queues a response (head and body; HEAD requests get the head only).
+    pub fn queue_response(&mut self, resp: Response, keep_alive: bool, head_only: bool) {
+        let head = resp.head_bytes(keep_alive);
+        let body = match resp.body {
+            Body::Full(b) if !head_only => b,
+            _ => Vec::new(),
+        };
+        self.out = Outgoing {
+            head,
+            body,
+            taken: 0,
+        };
+        self.close_after = !keep_alive;
+    }
+
+    /// Queues raw bytes (an interim `100 Continue`) ahead of anything else.
+    pub fn queue_interim(&mut self, bytes: &[u8]) -> Io {
+        match self.tls.writer().write_all(bytes) {
+            Ok(()) => self.flush_tls(),
+            Err(_) => Io::Failed,
+        }
+    }
+
+    /// Moves the queued response into TLS records and onto the socket as far as it goes.
+    /// rustls holds at most 64 KiB of records, so a large body is encrypted as the peer
+    /// reads it, not all at once.
+    pub fn pump_out(&mut self) -> Io {
+        loop {
+            match self.flush_tls() {
+                Io::Done => {}
+                other => return other,
+            }
+            if self.out.is_done() {
+                self.out = Outgoing::default();
+                return Io::Done;
+            }
+            let (h, b) = self.out.remaining();
+            let n = match self
+                .tls
+                .writer()
+                .write_vectored(&[IoSlice::new(h), IoSlice::new(b)])
+            {
+                Ok(n) => n,
+                Err(_) => return Io::Failed,
+            };
+            if n == 0 {
+                // rustls took nothing although its buffer was just emptied.
+                return Io::Failed;
+            }
+            self.out.taken += n;
+        }
+    }
+
+    /// Best-effort goodbye: close_notify and whatever the socket takes at once.
+    pub fn close_gracefully(&mut self) {
+        self.tls.send_close_notify();
+        let _ = self.flush_tls();
     }
 }
 
-impl Write for DeadlineWriter<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let until = Instant::now() + self.deadline;
-        self.send_pending(until)?;
-        let n = self.tls.conn.writer().write(buf)?;
-        self.send_pending(until)?;
-        Ok(n)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip() {
+        let t = Token {
+            index: 4095,
+            gen: u32::MAX,
+        };
+        assert_eq!(Token::from_u64(t.to_u64()), t);
     }
 
-    fn flush(&mut self) -> io::Result<()> {
-        let until = Instant::now() + self.deadline;
-        self.tls.conn.writer().flush()?;
-        self.send_pending(until)
+    #[test]
+    fn outgoing_walks_head_then_body() {
+        let mut o = Outgoing {
+            head: b"HEAD".to_vec(),
+            body: b"body".to_vec(),
+            taken: 0,
+        };
+        assert_eq!(o.remaining(), (&b"HEAD"[..], &b"body"[..]));
+        o.taken = 2;
+        assert_eq!(o.remaining(), (&b"AD"[..], &b"body"[..]));
+        o.taken = 6;
+        assert_eq!(o.remaining(), (&b""[..], &b"dy"[..]));
+        assert!(!o.is_done());
+        o.taken = 8;
+        assert!(o.is_done());
     }
-}
-
-/// Answers a connection over the limit with 503 (bounded by `timeout`).
-pub(crate) fn refuse(mut tcp: TcpStream, shared: &Shared, timeout: Duration) {
-    let Ok(mut conn) = ServerConnection::new(shared.tls.clone()) else {
-        return;
-    };
-    if handshake(&mut tcp, &mut conn, timeout).is_err() {
-        return;
-    }
-    let mut tls = StreamOwned::new(conn, tcp);
-    send(
-        &mut tls,
-        Response::error(503, "too many connections; try again later")
-            .with_header("Retry-After", "1"),
-        false,
-    );
-    tls.conn.send_close_notify();
-    let _ = tls.conn.complete_io(&mut tls.sock);
 }

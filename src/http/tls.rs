@@ -53,7 +53,7 @@ pub fn ensure_pair(state: &Path, cert: &str, key: &str) -> io::Result<(PathBuf, 
 /// Loads certificate chain and key into a rustls server configuration (HTTP/1.1 ALPN).
 pub fn server_config(cert: &Path, key: &Path) -> io::Result<Arc<rustls::ServerConfig>> {
     let certs: Vec<CertificateDer<'static>> = {
-        let data = std::fs::read(cert)
+        let data = crate::fsutil::read_daemon_file(cert)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", cert.display())))?;
         rustls_pemfile::certs(&mut data.as_slice()).collect::<Result<_, _>>()?
     };
@@ -64,7 +64,7 @@ pub fn server_config(cert: &Path, key: &Path) -> io::Result<Arc<rustls::ServerCo
         )));
     }
     let key: PrivateKeyDer<'static> = {
-        let data = std::fs::read(key)
+        let data = crate::fsutil::read_daemon_file(key)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", key.display())))?;
         rustls_pemfile::private_key(&mut data.as_slice())?
             .ok_or_else(|| io::Error::other(format!("{}: no private key found", key.display())))?

@@ -5,10 +5,16 @@
 //! findings) its check. It is `open` while findings keep arriving within the window,
 //! `contained` once its source is blocked or its file quarantined, and `resolved` after a
 //! quiet window. State is derived from time on each read, so no timer thread is needed.
-//! Incidents live in memory (bounded; resolved ones are evicted first).
+//! Incidents live in memory (bounded; resolved ones are evicted first); a persistent
+//! instance ([`Incidents::persistent`]) also keeps snapshots in the store through an ordered
+//! writer and restores them at start (see [`persist`]).
+
+pub mod persist;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -17,6 +23,10 @@ use serde::Serialize;
 
 use crate::clock::SharedClock;
 use crate::findings::{Finding, Severity};
+use crate::queue::Registry;
+use crate::store::Store;
+
+pub use persist::{PersistError, WriteOutcome};
 
 /// Incidents kept at most.
 pub const MAX_INCIDENTS: usize = 10_000;
@@ -37,6 +47,10 @@ pub enum State {
     Resolved,
 }
 
+/// What an incident is, as opposed to how often it was seen: a change here is written
+/// promptly.
+type StateFacts = (u64, Severity, usize, usize, bool);
+
 #[derive(Clone, Debug)]
 struct Incident {
     id: u64,
@@ -49,6 +63,18 @@ struct Incident {
     checks: BTreeSet<String>,
     accounts: BTreeSet<String>,
     contained: bool,
+}
+
+impl Incident {
+    fn state_facts(&self) -> StateFacts {
+        (
+            self.id,
+            self.severity,
+            self.checks.len(),
+            self.accounts.len(),
+            self.contained,
+        )
+    }
 }
 
 /// An incident as the API shows it.
@@ -75,12 +101,16 @@ struct Inner {
     /// Findings without an account since start, per check.
     unattributed_cumulative: BTreeMap<String, u64>,
     evicted: u64,
+    /// Keys whose stored snapshot is out of date (persistent instances).
+    pending: persist::Pending,
 }
 
 pub struct Incidents {
     clock: SharedClock,
-    window: Duration,
+    /// `incidents.window_minutes` in seconds; changed live by a reload.
+    window_secs: AtomicU64,
     inner: Mutex<Inner>,
+    persist: Option<persist::Persist>,
 }
 
 fn key_of(f: &Finding) -> (KeyKind, String) {
@@ -94,20 +124,63 @@ fn key_of(f: &Finding) -> (KeyKind, String) {
 }
 
 impl Incidents {
+    /// Incidents in memory only.
     pub fn new(clock: SharedClock, window: Duration) -> Incidents {
         Incidents {
             clock,
-            window,
+            window_secs: AtomicU64::new(window.as_secs().max(1)),
             inner: Mutex::new(Inner::default()),
+            persist: None,
         }
     }
 
+    /// Incidents kept in the store too: registers the `incident.persist.*` rows and restores
+    /// the stored incidents. Call [`Incidents::start_writer`] next, and
+    /// [`Incidents::shutdown`] after the last finding.
+    pub fn persistent(
+        clock: SharedClock,
+        window: Duration,
+        store: Store,
+        registry: &Arc<Registry>,
+    ) -> Result<Arc<Incidents>, PersistError> {
+        let persist = persist::Persist::new(clock.clone(), store, registry)?;
+        let me = Incidents {
+            persist: Some(persist),
+            ..Incidents::new(clock, window)
+        };
+        let n = me.restore();
+        if n > 0 {
+            log::info!("incidents: restored {n} from the store");
+        }
+        Ok(Arc::new(me))
+    }
+
     pub fn window(&self) -> Duration {
-        self.window
+        Duration::from_secs(self.window_secs.load(Ordering::Relaxed))
+    }
+
+    /// Changes the correlation window (`incidents.window_minutes`, configuration reload).
+    /// States are derived on each read, so the new window applies at once.
+    pub fn set_window(&self, window: Duration) {
+        self.window_secs
+            .store(window.as_secs().max(1), Ordering::Relaxed);
+    }
+
+    /// The stored snapshot of `key` is out of date: promptly (`waiting`) when what the
+    /// incident is changed, else as deferred bookkeeping (a repeat that only counts).
+    fn mark(&self, g: &mut Inner, key: &(KeyKind, String), changed: bool) {
+        if let Some(p) = &self.persist {
+            if changed {
+                g.pending.mark_waiting(key, p.stamp());
+            } else if g.pending.mark_deferred(key, p.stamp(), false) {
+                p.record_deferred_overflow();
+            }
+            p.publish(&g.pending);
+        }
     }
 
     fn state_of(&self, i: &Incident, now: Timestamp) -> State {
-        if crate::clock::add(i.last_seen, self.window) <= now {
+        if crate::clock::add(i.last_seen, self.window()) <= now {
             State::Resolved
         } else if i.contained {
             State::Contained
@@ -138,7 +211,10 @@ impl Incidents {
         if !g.by_key.contains_key(&key) && g.by_key.len() >= MAX_INCIDENTS {
             self.evict(&mut g, now);
         }
-        g.next_id += 1;
+        let before = g.by_key.get(&key).map(Incident::state_facts);
+        if before.is_none() {
+            g.next_id += 1;
+        }
         let id = g.next_id;
         let inc = g.by_key.entry(key.clone()).or_insert_with(|| Incident {
             id,
@@ -160,6 +236,16 @@ impl Incidents {
             inc.accounts.insert(a.clone());
         }
         inc.contained |= contained;
+        // A new incident or a change of what it is (severity, checks, accounts, contained)
+        // is written promptly; a repeat that only counts is coalesced bookkeeping.
+        let changed = before != Some(inc.state_facts());
+        self.mark(&mut g, &key, changed);
+        drop(g);
+        if changed {
+            if let Some(p) = &self.persist {
+                p.wake();
+            }
+        }
     }
 
     fn evict(&self, g: &mut Inner, now: Timestamp) {
@@ -171,18 +257,31 @@ impl Incidents {
         if let Some(k) = victim {
             g.by_key.remove(&k);
             g.evicted += 1;
+            if let Some(p) = &self.persist {
+                // Its removal from the store is bookkeeping for the next batch.
+                if g.pending.mark_deferred(&k, p.stamp(), true) {
+                    p.record_deferred_overflow();
+                }
+                p.publish(&g.pending);
+            }
         }
     }
 
     /// Marks the incident of an address contained (its source is blocked).
     pub fn contain_ip(&self, ip: IpAddr) {
-        if let Some(i) = self
-            .inner
-            .lock()
-            .by_key
-            .get_mut(&(KeyKind::Ip, ip.to_string()))
-        {
-            i.contained = true;
+        let key = (KeyKind::Ip, ip.to_string());
+        let mut g = self.inner.lock();
+        let Some(i) = g.by_key.get_mut(&key) else {
+            return;
+        };
+        if i.contained {
+            return;
+        }
+        i.contained = true;
+        self.mark(&mut g, &key, true);
+        drop(g);
+        if let Some(p) = &self.persist {
+            p.wake();
         }
     }
 

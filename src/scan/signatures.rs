@@ -31,10 +31,9 @@ mod corpus_tests;
 mod tests;
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -396,8 +395,9 @@ impl SignatureSet {
         self.scan_parts(&app, parts.into_iter(), skipped)
     }
 
-    /// Opens and scans the file at `path`, reading only its windows. Non-regular files
-    /// (FIFOs, devices, directories) are refused with `InvalidInput` without blocking.
+    /// Opens and scans the file at `path`, reading only its windows. Symlinks (as the file,
+    /// or as a directory on the way unless root owns it) and non-regular files (FIFOs,
+    /// devices, directories) are refused without being opened (`sys::dir`).
     pub fn scan_file(&self, path: &Path) -> io::Result<Vec<Match>> {
         let app = self.applicable(path);
         if !app.iter().any(|b| *b) {
@@ -631,29 +631,30 @@ fn mark(app: &[bool], matched: &[bool], hit: &mut [Option<usize>], r: usize, at:
     }
 }
 
+/// Reads an extra rule file (in a directory the operator configured), a regular file of at
+/// most [`MAX_RULE_FILE_BYTES`].
 fn read_rule_file(p: &Path) -> Result<String, String> {
-    let meta = std::fs::metadata(p).map_err(|e| format!("cannot read: {e}"))?;
-    if !meta.is_file() {
-        return Err("not a regular file".into());
-    }
+    use std::io::Read;
+    let f = open_for_scan(p).map_err(|e| format!("cannot read: {e}"))?;
+    let meta = f.metadata().map_err(|e| format!("cannot read: {e}"))?;
     if meta.len() > MAX_RULE_FILE_BYTES as u64 {
         return Err(format!("larger than {MAX_RULE_FILE_BYTES} bytes"));
     }
-    let bytes = std::fs::read(p).map_err(|e| format!("cannot read: {e}"))?;
+    let mut bytes = Vec::new();
+    f.take(MAX_RULE_FILE_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() > MAX_RULE_FILE_BYTES {
+        return Err(format!("larger than {MAX_RULE_FILE_BYTES} bytes"));
+    }
     String::from_utf8(bytes).map_err(|_| "not valid UTF-8".to_string())
 }
 
-/// Opens for reading without blocking on FIFOs and without updating atime where permitted.
+/// Opens a file to scan through `sys::dir`: its directory is reached without following a
+/// symlink a user owns (root's are followed), the file itself is never a symlink, and only a
+/// regular file is opened (a FIFO, device or socket is refused without being opened), without
+/// updating atime where permitted. What is checked is what is read: a name swapped between
+/// a caller's `lstat` and this open cannot redirect the read.
 fn open_for_scan(path: &Path) -> io::Result<File> {
-    let base = libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
-    match OpenOptions::new()
-        .read(true)
-        .custom_flags(base | libc::O_NOATIME)
-        .open(path)
-    {
-        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-            OpenOptions::new().read(true).custom_flags(base).open(path)
-        }
-        r => r,
-    }
+    Ok(crate::sys::dir::open_regular_trusted(path, false)?)
 }

@@ -1,8 +1,21 @@
-//! `fanotify.analyzer`: files closed after writing are scanned against the content
-//! signatures; matches become findings carrying path and account (the owner's user name).
-//! With `auto_response.quarantine`, a high-confidence match moves the file into quarantine.
+//! `fanotify.analyzer`: files closed after writing, moved or linked in are scanned against
+//! the content signatures; matches become findings carrying path and account (the owner's
+//! user name). With `auto_response.quarantine`, a high-confidence match moves the file into
+//! quarantine.
+//!
+//! The same thread walks the `fanotify.reconcile` queue (trees whose changes may have gone
+//! unreported), in batches between live events: after at most [`LIVE_BURST`] live events
+//! it runs one batch of at most [`RECONCILE_BATCH`] directory entries or
+//! [`RECONCILE_SLICE`], whichever ends first, so neither starves the other. Files found by
+//! the walk are opened relative to their directory's descriptor, so no path length stops
+//! them; live events whose path is 4,096 bytes or more are opened by steps from `/`.
+//! Failures other than vanished files count as errors of the `files` component and are
+//! logged (one line a minute).
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::fs::File;
+use std::os::fd::BorrowedFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -12,14 +25,22 @@ use std::time::Duration;
 use crate::clock::SharedClock;
 use crate::components::Component;
 use crate::findings::Engine;
+use crate::lograte::LogLimiter;
 use crate::queue::{BoundedQueue, PopError};
 use crate::scan::quarantine;
-use crate::scan::signatures::SignatureSet;
+use crate::scan::signatures::{Match, SignatureSet};
 use crate::store::Store;
-use crate::watch::files::{EventKind, FileEvent};
+use crate::text::escape_path;
+use crate::watch::files::{self, FileEvent, ReconcileWorker};
 
-/// Files scanned at most when a directory must be rescanned (after a queue overflow).
-const MAX_RESCAN_FILES: usize = 20_000;
+/// Live events handled at most between two reconcile batches.
+pub const LIVE_BURST: usize = 64;
+/// Directory entries read at most per reconcile batch.
+pub const RECONCILE_BATCH: usize = 512;
+/// Longest reconcile batch.
+pub const RECONCILE_SLICE: Duration = Duration::from_millis(50);
+/// Longest wait for a live event while nothing else is to do.
+const IDLE_WAIT: Duration = Duration::from_millis(250);
 
 /// Files an operator restored from quarantine: that exact content at that path is trusted
 /// and is neither reported nor quarantined again (any change to the file ends the trust).
@@ -48,13 +69,21 @@ impl Restored {
         self.by_path.lock().insert(path, sha256);
     }
 
+    /// Withdraws the trust in `sha256` at `path` (a restore that failed).
+    pub fn remove(&self, path: &Path, sha256: &str) {
+        let mut m = self.by_path.lock();
+        if m.get(path).is_some_and(|s| s == sha256) {
+            m.remove(path);
+        }
+    }
+
     /// True when `path` was restored and still has the restored content.
     pub fn is_trusted(&self, path: &Path) -> bool {
         let Some(expected) = self.by_path.lock().get(path).cloned() else {
             return false;
         };
         use sha2::{Digest, Sha256};
-        let Ok(mut f) = std::fs::File::open(path) else {
+        let Ok(mut f) = crate::sys::dir::open_regular_trusted(path, false) else {
             return false;
         };
         let mut h = Sha256::new();
@@ -73,6 +102,8 @@ pub struct AnalyzerCounters {
     pub quarantined: AtomicU64,
     pub quarantine_failures: AtomicU64,
     pub scan_errors: AtomicU64,
+    /// Files handed over by the reconcile walk.
+    pub reconcile_files: AtomicU64,
 }
 
 pub struct Analyzer {
@@ -80,12 +111,16 @@ pub struct Analyzer {
     pub engine: Arc<Engine>,
     pub store: Store,
     pub clock: SharedClock,
-    pub quarantine_dir: PathBuf,
+    pub quarantine: Arc<quarantine::Quarantine>,
     pub auto_quarantine: bool,
     pub component: Arc<Component>,
     pub counters: Arc<AnalyzerCounters>,
     pub restored: Arc<Restored>,
     users: HashMap<u32, Option<String>>,
+    reconcile: Option<ReconcileWorker>,
+    /// Reconcile walk errors already added to the component's error count.
+    walk_errors_seen: u64,
+    log: LogLimiter,
 }
 
 impl Analyzer {
@@ -95,75 +130,142 @@ impl Analyzer {
         engine: Arc<Engine>,
         store: Store,
         clock: SharedClock,
-        quarantine_dir: PathBuf,
+        quarantine: Arc<quarantine::Quarantine>,
         auto_quarantine: bool,
         component: Arc<Component>,
         restored: Arc<Restored>,
     ) -> Analyzer {
+        let clock_for_log = clock.clone();
         Analyzer {
             signatures,
             engine,
             store,
             clock,
-            quarantine_dir,
+            quarantine,
             auto_quarantine,
             component,
             counters: Arc::new(AnalyzerCounters::default()),
             restored,
             users: HashMap::new(),
+            reconcile: None,
+            walk_errors_seen: 0,
+            log: LogLimiter::per_minute(clock_for_log),
         }
     }
 
-    /// Consumes the analyzer queue until it is closed or `stop` is set.
+    /// Walks the watcher's reconcile queue on this analyzer's thread.
+    pub fn with_reconcile(mut self, worker: ReconcileWorker) -> Analyzer {
+        self.reconcile = Some(worker);
+        self
+    }
+
+    /// Consumes the analyzer queue until it is closed or `stop` is set, walking the
+    /// reconcile queue between live events.
     pub fn run(mut self, queue: BoundedQueue<FileEvent>, stop: Arc<AtomicBool>) {
         while !stop.load(Ordering::SeqCst) {
-            match queue.pop_timeout(Duration::from_millis(250)) {
-                Ok(guard) => {
-                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        self.handle(&guard)
-                    }));
-                    if result.is_err() {
-                        // A recovered scanner panic is lost scan work.
-                        log::error!("analyzer: scanning {} panicked", guard.path.display());
-                        guard.lose();
-                    } else {
-                        guard.finish();
+            let reconciling = self.reconcile.as_ref().is_some_and(|w| w.has_work());
+            let mut handled = 0usize;
+            while handled < LIVE_BURST && !stop.load(Ordering::SeqCst) {
+                let wait = if handled == 0 && !reconciling {
+                    IDLE_WAIT
+                } else {
+                    Duration::ZERO
+                };
+                match queue.pop_timeout(wait) {
+                    Ok(guard) => {
+                        handled += 1;
+                        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            self.handle(&guard)
+                        }));
+                        if result.is_err() {
+                            // A recovered scanner panic is lost scan work.
+                            log::error!("analyzer: scanning {} panicked", escape_path(&guard.path));
+                            guard.lose();
+                        } else {
+                            guard.finish();
+                        }
                     }
+                    Err(PopError::Timeout) => break,
+                    Err(PopError::Closed) => return,
                 }
-                Err(PopError::Timeout) => {}
-                Err(PopError::Closed) => break,
+            }
+            if reconciling && !stop.load(Ordering::SeqCst) {
+                self.reconcile_batch();
             }
         }
     }
 
+    /// One batch of the reconcile walk.
+    fn reconcile_batch(&mut self) {
+        let Some(mut worker) = self.reconcile.take() else {
+            return;
+        };
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            worker.run_batch(RECONCILE_BATCH, RECONCILE_SLICE, &mut |path, dir, name| {
+                self.counters
+                    .reconcile_files
+                    .fetch_add(1, Ordering::Relaxed);
+                self.scan_at(path, dir, name);
+            });
+        }));
+        if result.is_err() {
+            log::error!("analyzer: the reconcile walk panicked; its current tree is lost");
+            worker.abandon();
+        }
+        let errors = worker.queue().counters().errors.load(Ordering::Relaxed);
+        if errors > self.walk_errors_seen {
+            self.component
+                .errors
+                .fetch_add(errors - self.walk_errors_seen, Ordering::Relaxed);
+            self.walk_errors_seen = errors;
+        }
+        self.reconcile = Some(worker);
+    }
+
+    /// Every kind of event (closed after writing, moved in, linked in) is a file to scan.
     fn handle(&mut self, ev: &FileEvent) {
-        match ev.kind {
-            EventKind::ClosedWrite | EventKind::MovedIn => self.scan_path(&ev.path),
-            EventKind::DirectoryScan => {
-                let mut n = 0usize;
-                let mut stack = vec![ev.path.clone()];
-                while let Some(dir) = stack.pop() {
-                    let Ok(rd) = std::fs::read_dir(&dir) else {
-                        continue;
-                    };
-                    for e in rd.flatten() {
-                        let Ok(ft) = e.file_type() else { continue };
-                        if ft.is_dir() {
-                            stack.push(e.path());
-                        } else if ft.is_file() {
-                            n += 1;
-                            if n > MAX_RESCAN_FILES {
-                                log::warn!(
-                                    "analyzer: rescan of {} stopped at {MAX_RESCAN_FILES} files",
-                                    ev.path.display()
-                                );
-                                return;
-                            }
-                            self.scan_path(&e.path());
-                        }
-                    }
-                }
-            }
+        self.scan_path(&ev.path);
+    }
+
+    /// A file could not be read for a reason other than vanishing: counted as an error of
+    /// the `files` component and logged (one line a minute).
+    fn scan_error(&self, path: &Path, err: &std::io::Error) {
+        self.counters.scan_errors.fetch_add(1, Ordering::Relaxed);
+        self.component.errors.fetch_add(1, Ordering::Relaxed);
+        crate::warn_limited!(
+            self.log,
+            "scan_error",
+            "",
+            "analyzer: cannot scan {}: {err}",
+            crate::text::cut(&escape_path(path), 300)
+        );
+    }
+
+    /// Scans `name` in the directory `dir`, known as `path` (from the reconcile walk).
+    fn scan_at(&mut self, path: &Path, dir: BorrowedFd<'_>, name: &OsStr) {
+        if !self.signatures.applies_to(path) {
+            return;
+        }
+        match files::open_file_at(dir, name) {
+            Ok(f) => self.scan_opened(path, f),
+            Err(e) if files::vanished(&e) || e.raw_os_error() == Some(libc::ENXIO) => {}
+            Err(e) => self.scan_error(path, &e),
+        }
+    }
+
+    /// Scans an open file known as `path` (the caller checked that rules apply to it).
+    fn scan_opened(&mut self, path: &Path, file: File) {
+        let Ok(meta) = file.metadata() else {
+            return;
+        };
+        if !meta.is_file() || meta.len() == 0 {
+            return;
+        }
+        self.counters.files_scanned.fetch_add(1, Ordering::Relaxed);
+        self.component.event(self.clock.now());
+        match self.signatures.scan_open_file(path, &file) {
+            Ok(matches) => self.report(path, meta.uid(), matches),
+            Err(e) => self.scan_error(path, &e),
         }
     }
 
@@ -180,7 +282,19 @@ impl Analyzer {
     }
 
     /// Scans one file; emits a finding per match; quarantines on a high-confidence match.
+    /// Paths of 4,096 bytes or more are opened by steps from `/`.
     pub fn scan_path(&mut self, path: &Path) {
+        if path.as_os_str().len() >= files::PATH_MAX_BYTES {
+            if !self.signatures.applies_to(path) {
+                return;
+            }
+            match files::open_file_long(path) {
+                Ok(f) => self.scan_opened(path, f),
+                Err(e) if files::vanished(&e) || e.raw_os_error() == Some(libc::ENXIO) => {}
+                Err(e) => self.scan_error(path, &e),
+            }
+            return;
+        }
         let Ok(meta) = std::fs::symlink_metadata(path) else {
             return;
         };
@@ -194,12 +308,17 @@ impl Analyzer {
         self.component.event(self.clock.now());
         let matches = match self.signatures.scan_file(path) {
             Ok(m) => m,
+            Err(e) if files::vanished(&e) => return,
             Err(e) => {
-                self.counters.scan_errors.fetch_add(1, Ordering::Relaxed);
-                log::debug!("analyzer: cannot scan {}: {e}", path.display());
+                self.scan_error(path, &e);
                 return;
             }
         };
+        self.report(path, meta.uid(), matches);
+    }
+
+    /// Findings (and quarantine) for the matches of one file owned by `uid`.
+    fn report(&mut self, path: &Path, uid: u32, matches: Vec<Match>) {
         if matches.is_empty() {
             return;
         }
@@ -209,7 +328,7 @@ impl Analyzer {
                 .fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let owner = self.owner_name(meta.uid());
+        let owner = self.owner_name(uid);
         let now = self.clock.now();
         let mut quarantined_as: Option<String> = None;
         if self.auto_quarantine {
@@ -234,7 +353,7 @@ impl Analyzer {
             if !self.engine.submit(f) {
                 log::warn!(
                     "analyzer: finding for {} refused by a full ingest queue",
-                    path.display()
+                    escape_path(path)
                 );
             }
         }
@@ -248,20 +367,13 @@ impl Analyzer {
         owner: Option<&str>,
     ) -> Option<String> {
         let id = crate::ids::random_hex(8);
-        if let Err(e) = crate::fsutil::ensure_dir(&self.quarantine_dir, 0o700) {
-            log::error!(
-                "quarantine: cannot create {}: {e}",
-                self.quarantine_dir.display()
-            );
-            self.counters
-                .quarantine_failures
-                .fetch_add(1, Ordering::Relaxed);
-            return None;
-        }
-        let record = match quarantine::quarantine_file(path, &self.quarantine_dir, &id) {
+        let record = match self.quarantine.quarantine(path, &id) {
             Ok(r) => r,
             Err(e) => {
-                log::error!("quarantine: cannot move {}: {e}", path.display());
+                log::error!(
+                    "quarantine: cannot move {}: {e}",
+                    crate::text::escape_path(path)
+                );
                 self.counters
                     .quarantine_failures
                     .fetch_add(1, Ordering::Relaxed);
@@ -284,12 +396,15 @@ impl Analyzer {
             // The file is safe in quarantine; its record is in the log so it can be restored.
             log::error!(
                 "quarantine: {} moved as {id} but its record was not stored: {e}; record: {}",
-                path.display(),
-                serde_json::to_string(&record).unwrap_or_default()
+                crate::text::escape_path(path),
+                crate::text::escape_controls(&serde_json::to_string(&record).unwrap_or_default())
             );
         }
         self.counters.quarantined.fetch_add(1, Ordering::Relaxed);
-        log::warn!("quarantined {} as {id} ({rule})", path.display());
+        log::warn!(
+            "quarantined {} as {id} ({rule})",
+            crate::text::escape_path(path)
+        );
         Some(id)
     }
 }

@@ -1,7 +1,6 @@
 //! Starts the collectors the configuration asks for, each on its own thread with its own
 //! queue row, and stops them at shutdown.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -10,14 +9,14 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::analyzer::{Analyzer, Restored};
-use super::authlog::{AuthDetector, AuthThresholds, Tailer};
+use super::authlog::{AuthCollector, AuthThresholds, SharedThresholds};
 use super::files::{BackendChoice, FileEvent, FileWatcher, WatchOptions};
-use crate::api::App;
 use crate::clock::SharedClock;
 use crate::components::Components;
 use crate::config::Config;
-use crate::findings::{Engine, Ingest};
-use crate::queue::{BoundedQueue, Flag, LagBasis, QueueHealth, Registry, RowConfig, RowHandle};
+use crate::findings::Engine;
+use crate::queue::{BoundedQueue, Registry, RowConfig, RowHandle};
+use crate::scan::quarantine::{Quarantine, TrustRestored};
 use crate::scan::signatures::SignatureSet;
 use crate::store::Store;
 
@@ -31,13 +30,33 @@ pub struct Collectors {
     file_watcher: Option<FileWatcher>,
     queues: Vec<BoundedQueue<FileEvent>>,
     _rows: Vec<RowHandle>,
+    /// The authentication-log collector (its own thread, row and stop).
+    auth: Option<AuthCollector>,
     /// Files restored from quarantine (shared with the restore command).
     pub restored: Arc<Restored>,
+    /// Thresholds of the running auth-log detector (configuration reload sets them).
+    pub auth_thresholds: Option<Arc<SharedThresholds>>,
+    /// The quarantine (`state_path/quarantine`, beneath `files.watch`), shared by the
+    /// analyzer and the restore command.
+    pub quarantine: Arc<Quarantine>,
 }
 
 impl Collectors {
+    /// The handles the quarantine control commands need.
+    pub fn quarantine_control(&self, store: Store, clock: SharedClock) -> QuarantineControl {
+        QuarantineControl {
+            store,
+            quarantine: self.quarantine.clone(),
+            restored: self.restored.clone(),
+            clock,
+        }
+    }
+
     pub fn stop(mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        if let Some(a) = &self.auth {
+            a.request_stop();
+        }
         if let Some(mut w) = self.file_watcher.take() {
             w.stop();
         }
@@ -47,10 +66,15 @@ impl Collectors {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        if let Some(a) = self.auth.take() {
+            a.stop();
+        }
     }
 }
 
 /// Starts the file watcher with its analyzer and the authentication-log watcher.
+/// `restored` is shared with the quarantine restore command (and kept across a restart of
+/// the collectors by a configuration reload).
 pub fn start_collectors(
     cfg: &Config,
     clock: SharedClock,
@@ -58,6 +82,7 @@ pub fn start_collectors(
     registry: &Arc<Registry>,
     components: &Arc<Components>,
     store: &Store,
+    restored: Arc<Restored>,
 ) -> Result<Collectors, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut c = Collectors {
@@ -66,7 +91,13 @@ pub fn start_collectors(
         file_watcher: None,
         queues: Vec::new(),
         _rows: Vec::new(),
-        restored: Arc::new(Restored::load(store)),
+        auth: None,
+        restored,
+        auth_thresholds: None,
+        quarantine: Arc::new(Quarantine::new(
+            cfg.state_path.join("quarantine"),
+            cfg.engine.watch_roots.clone(),
+        )),
     };
     let e = &cfg.engine;
 
@@ -112,23 +143,46 @@ pub fn start_collectors(
         ));
         log::info!("file watcher: {}", watcher.description());
         let counters = watcher.counters();
-        // Forward watcher events into the instrumented analyzer queue; refusals are losses.
+        // Trees whose changes may have gone unreported; the analyzer walks them.
+        let reconcile = watcher.reconcile();
+        c._rows.push(
+            registry
+                .register("fanotify.reconcile", reconcile.health().clone())
+                .map_err(|err| format!("{err:?}"))?,
+        );
+        // Forward watcher events into the instrumented analyzer queue. A refusal is a loss of
+        // this row, and the file's directory goes to the reconcile walk so the file is still
+        // scanned.
         let fwd_q = queue.clone();
         let fwd_stop = stop.clone();
+        let fwd_reconcile = reconcile.clone();
+        let fwd_component = component.clone();
         c.threads.push(
             std::thread::Builder::new()
                 .name("files-forward".into())
                 .spawn(move || {
                     let mut seen_drops = 0u64;
+                    let mut seen_path_errors = 0u64;
                     while !fwd_stop.load(Ordering::SeqCst) {
                         if let Ok(ev) = rx.recv_timeout(Duration::from_millis(250)) {
-                            let _ = fwd_q.try_push(ev);
+                            if let Err(refused) = fwd_q.try_push(ev) {
+                                let ev = refused.into_item();
+                                fwd_reconcile.request_parent(&ev.path);
+                            }
                         }
                         // Events the watcher could not hand over are losses of this row too.
                         let drops = counters.dropped.load(Ordering::Relaxed);
                         if drops > seen_drops {
                             fwd_q.health().record_losses(drops - seen_drops);
                             seen_drops = drops;
+                        }
+                        // Paths the watcher could neither report nor walk are its errors.
+                        let pe = counters.path_errors.load(Ordering::Relaxed);
+                        if pe > seen_path_errors {
+                            fwd_component
+                                .errors
+                                .fetch_add(pe - seen_path_errors, Ordering::Relaxed);
+                            seen_path_errors = pe;
                         }
                     }
                 })
@@ -139,11 +193,12 @@ pub fn start_collectors(
             engine.clone(),
             store.clone(),
             clock.clone(),
-            cfg.state_path.join("quarantine"),
+            c.quarantine.clone(),
             e.auto_quarantine,
             component,
             c.restored.clone(),
-        );
+        )
+        .with_reconcile(reconcile.worker());
         let aq = queue.clone();
         let astop = stop.clone();
         c.threads.push(
@@ -164,276 +219,77 @@ pub fn start_collectors(
             max_known_logins: e.auth_max_known_logins,
             new_address_mail: e.auth_new_address_mail,
         };
-        let mut cfg_row = RowConfig::new("bytes").lag_basis(LagBasis::ConsumerProgress);
-        cfg_row.capacity = None;
-        let health = QueueHealth::new(clock.clone(), cfg_row);
-        c._rows.push(
-            registry
-                .register("auth.file_source", health.clone())
-                .map_err(|err| format!("{err:?}"))?,
-        );
-        let component = components.add("auth_log", "log_watcher");
-        component.set_detail(
-            e.auth_logs
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-        );
-        let mut detector = AuthDetector::new(thresholds, clock.clone());
-        let mut tailers = Vec::new();
-        for path in &e.auth_logs {
-            let source = checkpoint_source(path);
-            let load = |key: &str| {
-                store
-                    .read(|conn| crate::store::findings::load_checkpoint(conn, key))
-                    .unwrap_or(None)
-            };
-            let tailer = match (load(&source), load(&replay_source(path))) {
-                (Some((ino, off)), replay) => {
-                    if let Some((rino, from)) = replay.filter(|(rino, _)| *rino == ino) {
-                        let n = replay_window(path, rino, from, off, &mut detector);
-                        if n > 0 {
-                            log::info!(
-                                "auth log {}: replayed {n} lines of the open detection window",
-                                path.display()
-                            );
-                        }
-                    }
-                    Tailer::resume(path, ino, off)
-                }
-                (None, _) => Tailer::new(path),
-            };
-            let mut tailer = tailer;
-            // Attach before the daemon reports itself started: lines written from now on
-            // are read, whenever the thread first polls.
-            if let Err(err) = tailer.attach() {
-                log::warn!("auth log {}: {err}", path.display());
-            }
-            tailers.push(TailState {
-                source,
-                replay: replay_source(path),
-                tailer,
-                last: None,
-                reads: VecDeque::new(),
-            });
-        }
-        let (engine, stop) = (engine.clone(), stop.clone());
-        let clock2 = clock.clone();
-        c.threads.push(
-            std::thread::Builder::new()
-                .name("auth-log".into())
-                .spawn(move || {
-                    auth_loop(tailers, detector, engine, health, component, clock2, stop)
-                })
-                .map_err(|err| err.to_string())?,
-        );
+        let auth = AuthCollector::start(
+            &e.auth_logs,
+            thresholds,
+            clock.clone(),
+            engine,
+            registry,
+            components,
+            store,
+        )
+        .map_err(|err| err.to_string())?;
+        c.auth_thresholds = Some(auth.shared_thresholds());
+        c.auth = Some(auth);
     }
     Ok(c)
 }
 
-/// Checkpoint key of a log source: every line before it was processed and the findings it
-/// produced were committed with the checkpoint.
-fn checkpoint_source(path: &std::path::Path) -> String {
-    format!("auth:{}", path.display())
+/// What the quarantine control commands need: explicit handles, no `api::App`.
+#[derive(Clone)]
+pub struct QuarantineControl {
+    pub store: Store,
+    pub quarantine: Arc<Quarantine>,
+    pub restored: Arc<Restored>,
+    pub clock: SharedClock,
 }
 
-/// Replay key: the oldest read position within the detection window. Lines between it and
-/// the checkpoint rebuild the detector's open windows after a crash (without re-emitting).
-fn replay_source(path: &std::path::Path) -> String {
-    format!("auth-replay:{}", path.display())
-}
-
-/// Feeds lines `[from, to)` of the file at `path` (if it is still inode `ino`) to the
-/// detector with emission suppressed: their findings were committed before the checkpoint.
-fn replay_window(
-    path: &std::path::Path,
-    ino: u64,
-    from: u64,
-    to: u64,
-    detector: &mut AuthDetector,
-) -> usize {
-    use std::io::{Read, Seek, SeekFrom};
-    use std::os::unix::fs::MetadataExt;
-    const MAX_REPLAY: u64 = 64 * 1024 * 1024;
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return 0;
-    };
-    let Ok(md) = f.metadata() else { return 0 };
-    if md.ino() != ino || from >= to || to > md.len() || to - from > MAX_REPLAY {
-        return 0;
+impl TrustRestored for Restored {
+    fn trust(&self, path: std::path::PathBuf, sha256: String) {
+        self.add(path, sha256);
     }
-    let mut buf = Vec::with_capacity((to - from) as usize);
-    if f.seek(SeekFrom::Start(from)).is_err() || f.take(to - from).read_to_end(&mut buf).is_err() {
-        return 0;
-    }
-    let mut n = 0;
-    for line in buf.split(|&b| b == b'\n') {
-        if let Ok(text) = std::str::from_utf8(line) {
-            detector.process_line(text, &mut |_| {});
-            n += 1;
-        }
-    }
-    n
-}
 
-struct TailState {
-    source: String,
-    replay: String,
-    tailer: Tailer,
-    /// Last checkpoint submitted.
-    last: Option<(u64, u64)>,
-    /// (monotonic nanos, inode, offset) at the start of recent polls, for the replay key.
-    reads: VecDeque<(i64, u64, u64)>,
-}
-
-/// Polls every auth log, feeds complete lines to the detector, submits findings, then a
-/// checkpoint per source so a restart resumes after the last line whose findings were
-/// committed with it.
-fn auth_loop(
-    mut tailers: Vec<TailState>,
-    mut detector: AuthDetector,
-    engine: Arc<Engine>,
-    health: Arc<QueueHealth>,
-    component: Arc<crate::components::Component>,
-    clock: SharedClock,
-    stop: Arc<AtomicBool>,
-) {
-    let window_nanos = (detector.thresholds().window_secs as i64).saturating_mul(1_000_000_000);
-    while !stop.load(Ordering::SeqCst) {
-        let mut more = false;
-        let mut any_attached = false;
-        let mut io_error = false;
-        let mut behind = 0u64;
-        let now = clock.monotonic_nanos();
-        for st in tailers.iter_mut() {
-            if let Some((ino, off)) = st.tailer.checkpoint() {
-                if st
-                    .reads
-                    .back()
-                    .is_none_or(|&(_, i, o)| (i, o) != (ino, off))
-                {
-                    st.reads.push_back((now, ino, off));
-                }
-            }
-            let tailer = &mut st.tailer;
-            let mut emit = |f: crate::findings::Finding| {
-                if !engine.submit(f) {
-                    log::warn!("auth log: finding refused by a full ingest queue");
-                }
-            };
-            let polled = tailer.poll_with(&mut |line| {
-                detector.process_line(line, &mut emit);
-            });
-            match polled {
-                Ok(st) => {
-                    more |= st.more;
-                    if st.lines > 0 {
-                        component.event(clock.now());
-                        health.note_progress();
-                    }
-                }
-                Err(err) => {
-                    io_error = true;
-                    component.errors.fetch_add(1, Ordering::Relaxed);
-                    log::debug!("auth log {}: {err}", tailer.path().display());
-                }
-            }
-            if let Some(cp) = tailer.checkpoint() {
-                any_attached = true;
-                if st.last != Some(cp) {
-                    // Oldest position read within the window, on the current inode.
-                    while st
-                        .reads
-                        .front()
-                        .is_some_and(|&(t, i, _)| i != cp.0 || now - t > window_nanos)
-                    {
-                        st.reads.pop_front();
-                    }
-                    let from = st
-                        .reads
-                        .front()
-                        .map(|&(_, _, o)| o)
-                        .unwrap_or(cp.1)
-                        .min(cp.1);
-                    let replay = Ingest::Checkpoint {
-                        source: st.replay.clone(),
-                        inode: cp.0,
-                        offset: from,
-                    };
-                    let item = Ingest::Checkpoint {
-                        source: st.source.clone(),
-                        inode: cp.0,
-                        offset: cp.1,
-                    };
-                    if engine.submit_item(replay) && engine.submit_item(item) {
-                        st.last = Some(cp);
-                    }
-                }
-            }
-            behind += st.tailer.bytes_behind();
-        }
-        detector.maintain();
-        health.set_waiting(behind);
-        health.set_flag(Flag::SourceIo, io_error);
-        component.attached.store(any_attached, Ordering::Relaxed);
-        if !more {
-            std::thread::sleep(Duration::from_millis(250));
-        }
+    fn forget(&self, path: &std::path::Path, sha256: &str) {
+        self.remove(path, sha256);
     }
 }
 
-/// Control-socket commands of the collectors (`quarantine.list`, `quarantine.restore`).
-pub fn control_command(app: &App, cmd: &str, args: &Value) -> Option<Value> {
+/// Control-socket commands of the collectors (`quarantine.list`, `quarantine.restore`);
+/// `None` for any other command. JSON fields keep the exact stored text (JSON escapes it);
+/// composed `error` messages escape control and bidirectional characters.
+pub fn control_command(h: &QuarantineControl, cmd: &str, args: &Value) -> Option<Value> {
     match cmd {
-        "quarantine.list" => Some(match app.store.read(crate::store::quarantine::list) {
-            Ok(items) => json!({ "items": items, "total": items.len() }),
-            Err(e) => json!({ "error": format!("cannot read quarantine: {e}") }),
-        }),
+        "quarantine.list" => Some(quarantine_list(h)),
         "quarantine.restore" => {
-            let id = args
-                .get("id")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            Some(restore(app, &id))
+            let id = args.get("id").and_then(Value::as_str).unwrap_or("");
+            Some(restore(h, id))
         }
         _ => None,
     }
 }
 
-/// Puts a quarantined file back exactly (path, owner, mode, mtime) and records it.
-pub fn restore(app: &App, id: &str) -> Value {
-    let entry = match app.store.read(|c| crate::store::quarantine::get(c, id)) {
-        Ok(Some(e)) => e,
-        Ok(None) => return json!({ "error": format!("no quarantine entry {id:?}") }),
-        Err(e) => return json!({ "error": format!("cannot read quarantine: {e}") }),
-    };
-    if entry.restored_at.is_some() {
-        return json!({ "error": format!("{id} was already restored") });
+/// `quarantine.list`: every entry, restored ones included.
+pub fn quarantine_list(h: &QuarantineControl) -> Value {
+    match h.store.read(crate::store::quarantine::list) {
+        Ok(items) => json!({ "items": items, "total": items.len() }),
+        Err(e) => json!({ "error": format!("cannot read quarantine: {e}") }),
     }
-    let record: crate::scan::quarantine::QuarantineRecord =
-        match serde_json::from_value(entry.record.clone()) {
-            Ok(r) => r,
-            Err(e) => {
-                return json!({ "error": format!("quarantine record {id} is unreadable: {e}") })
-            }
-        };
-    let qdir = app.cfg.state_path.join("quarantine");
-    // Trust this content at this path before it reappears, so the watcher leaves it alone.
-    if let Ok(p) = record.original_path_buf() {
-        app.services.restored.add(p, record.sha256.clone());
+}
+
+/// `quarantine.restore`: puts a quarantined file back exactly (path, owner, mode, mtime)
+/// beneath its watched root and records it (see `scan::quarantine::restore_entry`).
+pub fn restore(h: &QuarantineControl, id: &str) -> Value {
+    match crate::scan::quarantine::restore_entry(
+        &h.store,
+        &h.quarantine,
+        &h.clock,
+        id,
+        h.restored.as_ref(),
+    ) {
+        Ok(r) => json!({ "ok": true, "id": r.id, "original_path": r.original_path }),
+        Err(e) => {
+            log::warn!("quarantine: {e}");
+            json!({ "error": e.to_string() })
+        }
     }
-    if let Err(e) = crate::scan::quarantine::restore(&record, &qdir) {
-        return json!({ "error": format!("cannot restore {}: {e}", entry.original_path) });
-    }
-    let now = app.clock.now();
-    let idc = id.to_string();
-    if let Err(e) = app
-        .store
-        .write(move |c| crate::store::quarantine::mark_restored(c, &idc, now))
-    {
-        log::warn!("restored {id} but could not record it: {e}");
-    }
-    json!({ "ok": true, "id": id, "original_path": entry.original_path })
 }

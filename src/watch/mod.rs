@@ -1,7 +1,9 @@
-//! Collectors: file events (fanotify/inotify) with the content analyzer, and logs.
+//! Collectors: file events (fanotify/inotify) with the content analyzer, and logs (every log
+//! collector follows its files through the shared tail, `tail`).
 pub mod analyzer;
 pub mod authlog;
 pub mod collectors;
 pub mod files;
+pub mod tail;
 
-pub use collectors::{control_command, start_collectors, Collectors};
+pub use collectors::{control_command, start_collectors, Collectors, QuarantineControl};

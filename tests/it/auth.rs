@@ -80,11 +80,28 @@ fn auth_matrix_on_every_get_route() {
 }
 
 #[test]
-fn unknown_api_paths_are_json_404_after_auth() {
+fn unknown_paths_are_json_404_for_every_caller() {
     let d = Daemon::start("notfound", "");
-    d.get("/api/v1/no-such-route", READ).expect(404);
-    d.get("/api/v2/status", ADMIN).expect(404);
-    d.req("GET", "/api/v1/no-such-route", &[], b"").expect(401);
+    for path in [
+        "/api/v1/no-such-route",
+        "/api/v2/status",
+        "/api/",
+        "/api/v1/sessions/",
+        "/api/v1/sessions/a/b",
+        "/no-such-page",
+    ] {
+        // With and without credentials, a wrong one included: spec Errors 3.
+        d.req("GET", path, &[], b"").expect(404);
+        d.get(path, READ).expect(404);
+        d.get(path, ADMIN).expect(404);
+        d.get(path, "not-a-valid-token-at-all").expect(404);
+        d.req("DELETE", path, &[], b"").expect(404);
+        d.req("GET", path, &[("Cookie", "svc_auth=stale")], b"")
+            .expect(404);
+    }
+    // Known routes without a credential stay 401, before 405.
+    d.req("GET", "/api/v1/status", &[], b"").expect(401);
+    d.req("DELETE", "/api/v1/status", &[], b"").expect(401);
     let r = d.req(
         "DELETE",
         "/api/v1/status",
@@ -92,6 +109,42 @@ fn unknown_api_paths_are_json_404_after_auth() {
         b"",
     );
     r.expect(405);
+    // 404s of unknown paths are not authentication failures.
+    let m = d.get("/metrics", METRICS).expect(200).text();
+    assert!(
+        m.contains("svc_auth_failures_total{reason=\"invalid_token\"} 0"),
+        "{m}"
+    );
+}
+
+/// Every route of the router without a credential: 401 (the login form is public, the
+/// index page redirects to it).
+#[test]
+fn every_route_needs_a_credential() {
+    use svc::api::Access;
+    let d = Daemon::start("everyroute", "");
+    for route in svc::api::ROUTES {
+        let path = route
+            .path
+            .replace("/*", "/0123456789abcdef0123456789abcdef");
+        for (method, _) in route.methods {
+            let r = d.req(method, &path, &[], b"");
+            match route.access {
+                Access::Public => assert_ne!(r.status, 401, "{method} {path}"),
+                Access::Page => {
+                    assert_eq!(r.status, 303, "{method} {path}");
+                    assert_eq!(
+                        r.json(),
+                        serde_json::json!({"ok": true, "location": "/login"})
+                    );
+                }
+                _ => {
+                    r.expect(401);
+                    assert_eq!(r.header("www-authenticate"), Some("Bearer"), "{path}");
+                }
+            }
+        }
+    }
 }
 
 #[test]
@@ -340,9 +393,19 @@ fn repeated_failures_are_rate_limited_but_valid_tokens_pass() {
     d.req("POST", "/login", &[ct], b"token=wrong-token-wrong-token")
         .expect(429);
     d.get("/api/v1/status", ADMIN).expect(200);
+    // A valid admin token still logs in from the limited address (decision 4).
+    let r = d.req("POST", "/login", &[ct], format!("token={ADMIN}").as_bytes());
+    assert_eq!(r.status, 303, "{}", r.text());
     let m = d.get("/metrics", METRICS).expect(200).text();
-    assert!(m.contains("svc_auth_failures_total "));
-    assert!(m.contains("svc_auth_rate_limited_total "));
+    assert!(
+        m.contains("svc_auth_failures_total{reason=\"invalid_token\"} 5\n"),
+        "{m}"
+    );
+    assert!(
+        m.contains("svc_auth_failures_total{reason=\"rate_limited\"} 2\n"),
+        "{m}"
+    );
+    assert!(m.contains("svc_auth_rate_limited_total 2\n"), "{m}");
 }
 
 #[test]

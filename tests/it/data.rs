@@ -305,7 +305,9 @@ const ROUTES: &[RouteCase] = &[
     RouteCase {
         path: "/api/v1/hardening",
         admin: true,
-        keys: &["generated_at", "items", "summary"],
+        // No scan has stored a report in these daemons (schedules off): the route says so
+        // and starts no work.
+        keys: &["report", "reason"],
     },
 ];
 
@@ -355,8 +357,9 @@ fn every_data_route_answers_its_scope_and_envelope() {
     let row = &items(&b)[0];
     assert_eq!(row["ip"], "203.0.113.9");
     assert_eq!(row["source"], "auto");
-    assert!(row["expires"].as_str().unwrap().ends_with('Z'));
-    assert!(row["created"].as_str().unwrap().ends_with('Z'));
+    assert!(row["expires_at"].as_str().unwrap().ends_with('Z'));
+    assert!(row["created_at"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(row["permanent"], false);
     // Export.
     let e = d.get("/api/v1/export", ADMIN).json();
     assert_eq!(e["whitelist"][0]["ip"], "192.0.2.10");
@@ -396,11 +399,16 @@ fn every_data_route_answers_its_scope_and_envelope() {
         .is_some());
     assert!(perf["processed"]["store_writes"].as_u64().is_some());
     assert_eq!(perf["geoip"]["city_db"]["database_type"], "GeoLite2-City");
-    // Hardening: run once on demand, then the stored report.
+    // Hardening: nothing stored yet, no work started; `svc check` stores one, then the route
+    // answers that stored report.
+    let none = d.get("/api/v1/hardening", ADMIN).json();
+    assert_eq!(none["report"], serde_json::Value::Null, "{none}");
+    let out = d.cli(&["check"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
     let h1 = d.get("/api/v1/hardening", ADMIN).json();
     let h2 = d.get("/api/v1/hardening", ADMIN).json();
     assert_eq!(h1["generated_at"], h2["generated_at"]);
-    assert!(h1["summary"].is_object());
+    assert!(h1["summary"].is_object(), "{h1}");
 }
 
 #[test]
@@ -785,7 +793,7 @@ fn quarantine_preview_detail_and_suppression_lifecycle() {
         &[("Authorization", &auth)],
         b"",
     )
-    .expect(404);
+    .expect(400);
     let path = format!("/api/v1/suppressions/{sid}");
     d.req("DELETE", &path, &[("Authorization", &rauth)], b"")
         .expect(403);

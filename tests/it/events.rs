@@ -347,7 +347,7 @@ fn alert_budget_sends_two_and_holds_three_back_visibly() {
         ),
     );
     let s = status(&d);
-    assert_eq!(s["queues"]["alerts.webhook"]["depth_unit"], "notifications");
+    assert_eq!(s["queues"]["panel.spool"]["depth_unit"], "records");
     assert_eq!(s["alerts"]["max_per_hour"], 2);
     let www = d.dir.join("www");
     let paths = write_webshells(&www, "alerts", 5);
@@ -384,7 +384,7 @@ fn alert_budget_sends_two_and_holds_three_back_visibly() {
     let m = d.get("/metrics", METRICS).text();
     assert!(m.contains("svc_alerts_held_back_total 3"), "{m}");
     assert!(m.contains("svc_alerts_held_back_window 3"), "{m}");
-    let row = &status(&d)["queues"]["alerts.webhook"];
+    let row = &status(&d)["queues"]["panel.spool"];
     assert_eq!(row["dropped_total"], 0);
     assert_eq!(row["status"], "ok");
 }

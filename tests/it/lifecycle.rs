@@ -39,7 +39,7 @@ fn legacy_token_migrates_once_keeping_comments_and_mode() {
     let config = dir.join("svc.toml");
     let legacy = "legacy-token-abcdefghijklmnop";
     let text = format!(
-        "# operator's comment\nstate_path = {:?} # inline comment\n\n[webui]\n# old single token\nauth_token = {legacy:?}\nlisten = \"127.0.0.1:0\"\n",
+        "# operator's comment\nstate_path = {:?} # inline comment\n\n[firewall]\nenabled = false\n\n[webui]\n# old single token\nauth_token = {legacy:?}\nlisten = \"127.0.0.1:0\"\n",
         state.display().to_string()
     );
     std::fs::write(&config, &text).unwrap();
@@ -185,19 +185,12 @@ fn status_cli_matches_the_api_snapshot() {
     let mut d = Daemon::start("statuscli", "");
     // binary_hash appears once a background thread has hashed the executable; wait for it
     // so both snapshots below have the same keys.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while d
-        .get("/api/v1/status", READ)
-        .json()
-        .get("binary_hash")
-        .is_none()
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "binary_hash never set"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_until(120, "binary_hash", || {
+        d.get("/api/v1/status", READ)
+            .json()
+            .get("binary_hash")
+            .map(|_| ())
+    });
     let out = d.cli(&["status", "--json"]);
     assert!(
         out.status.success(),

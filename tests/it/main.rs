@@ -1,15 +1,28 @@
 //! Integration tests: one binary (one link) whose modules start the real `svc` binary and
 //! talk to it over real TLS. Shared helpers live in `common`.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "test and benchmark fixtures are built with plain std::fs calls, as an attacker would"
+)]
+
 mod common;
 
+mod apisec;
 mod auth;
 mod authlog;
 mod data;
 mod engine;
 mod events;
+mod firewall;
+mod front;
 mod history;
 mod incidents;
 mod ingest;
+mod injection;
 mod lifecycle;
+mod persist;
+mod quarantine;
+mod reload;
 mod server;
+mod watcher;

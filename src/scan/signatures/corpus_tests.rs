@@ -243,6 +243,56 @@ fn files_without_rules_are_not_read_and_fifos_are_refused() {
     assert_eq!(set.stats().files_refused, 2);
 }
 
+/// Issue 9: a scan must not read through a symlink a user planted, neither as the file nor
+/// as a directory on the way (an `lstat` by the caller followed by a plain open would follow
+/// a swap in between).
+#[test]
+fn scans_never_follow_user_symlinks() {
+    use std::os::unix::fs::symlink;
+    let set = SignatureSet::shipped().unwrap();
+    let dir = TempDir::new("links");
+    let secret = dir.write("outside/a/shell.php", b"<?php @eval($_POST['cmd']); ?>");
+    assert!(
+        !set.scan_file(&secret).unwrap().is_empty(),
+        "the real file matches"
+    );
+    // The file itself a symlink.
+    let flink = dir.path().join("www/link.php");
+    std::fs::create_dir_all(flink.parent().unwrap()).unwrap();
+    symlink(&secret, &flink).unwrap();
+    let e = set.scan_file(&flink).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::PermissionDenied);
+    assert!(e.to_string().contains("link.php is a symlink"), "{e}");
+    // A directory on the way a symlink owned by a user.
+    if nix::unistd::Uid::effective().is_root() {
+        let dlink = dir.path().join("www/site");
+        symlink(dir.path().join("outside"), &dlink).unwrap();
+        nix::unistd::fchownat(
+            None,
+            &dlink,
+            Some(nix::unistd::Uid::from_raw(1234)),
+            Some(nix::unistd::Gid::from_raw(1234)),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .unwrap();
+        let e = set.scan_file(&dlink.join("a/shell.php")).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+        assert!(e.to_string().contains("owned by uid 1234"), "{e}");
+        // A character device in place of a file is refused without being opened.
+        let dev = dir.path().join("www/dev.php");
+        nix::sys::stat::mknod(
+            &dev,
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::from_bits_truncate(0o644),
+            nix::sys::stat::makedev(1, 3),
+        )
+        .unwrap();
+        let e = set.scan_file(&dev).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("character device"), "{e}");
+    }
+}
+
 #[test]
 fn extra_rule_dir_adds_good_files_and_reports_bad_ones() {
     let dir = TempDir::new("rules");

@@ -38,7 +38,7 @@ use crate::findings::{Finding, Severity};
 use super::known::{cut, KnownLogins, Seen};
 use super::parse::{parse_line, AuthEvent, AuthKind, AuthService};
 use super::table::AddrTable;
-use super::thresholds::AuthThresholds;
+use super::thresholds::{AuthThresholds, SharedThresholds};
 
 /// Distinct user names remembered per address (for the finding's details).
 const MAX_USERS_PER_ADDRESS: usize = 5;
@@ -187,6 +187,9 @@ pub struct AuthDetector {
     known: KnownLogins,
     stats: AuthDetectorStats,
     last_maintain: i64,
+    /// Thresholds a reload may change (see [`AuthDetector::shared_thresholds`]).
+    shared: std::sync::Arc<SharedThresholds>,
+    shared_seen: u64,
 }
 
 impl AuthDetector {
@@ -200,6 +203,8 @@ impl AuthDetector {
         AuthDetector {
             table: AddrTable::new(th.max_tracked_addresses),
             known: KnownLogins::new(th.max_known_logins),
+            shared: SharedThresholds::new(th.clone()),
+            shared_seen: 0,
             th,
             clock,
             window_ns,
@@ -210,6 +215,34 @@ impl AuthDetector {
 
     pub fn thresholds(&self) -> &AuthThresholds {
         &self.th
+    }
+
+    /// The handle a configuration reload sets new thresholds through; the detector applies
+    /// them before its next event, keeping its state.
+    pub fn shared_thresholds(&self) -> std::sync::Arc<SharedThresholds> {
+        self.shared.clone()
+    }
+
+    /// Applies new thresholds (forced into range): open failure windows keep their counts
+    /// and are judged by the new window and threshold from now on; lower caps evict on the
+    /// next insertion.
+    pub fn set_thresholds(&mut self, thresholds: AuthThresholds) {
+        let th = thresholds.clamped();
+        self.window_ns = i64::try_from(th.window_secs)
+            .unwrap_or(i64::MAX)
+            .saturating_mul(1_000_000_000);
+        self.table.set_cap(th.max_tracked_addresses);
+        self.known.set_cap(th.max_known_logins);
+        self.th = th;
+    }
+
+    fn refresh_thresholds(&mut self) {
+        let g = self.shared.generation();
+        if g != self.shared_seen {
+            self.shared_seen = g;
+            let t = self.shared.get();
+            self.set_thresholds(t);
+        }
     }
 
     /// Parses `line` and observes the event. Returns whether the line was an auth event.
@@ -225,6 +258,7 @@ impl AuthDetector {
 
     /// Observes one event, calling `emit` for each finding it completes.
     pub fn observe(&mut self, ev: &AuthEvent<'_>, emit: &mut dyn FnMut(Finding)) {
+        self.refresh_thresholds();
         self.stats.events += 1;
         match ev.kind {
             AuthKind::SessionOpened => {}
@@ -343,6 +377,7 @@ impl AuthDetector {
     /// Drops expired address state (at most once a minute of monotonic time). Call it from
     /// the watcher loop; without it expired state still gives way under the cap.
     pub fn maintain(&mut self) {
+        self.refresh_thresholds();
         let now = self.clock.monotonic_nanos();
         if now.saturating_sub(self.last_maintain) < MAINTAIN_EVERY_NS {
             return;

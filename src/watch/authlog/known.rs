@@ -46,6 +46,12 @@ impl KnownLogins {
         }
     }
 
+    /// Changes the cap (configuration reload); a lower cap forgets the oldest pairs on the
+    /// next new pair.
+    pub(crate) fn set_cap(&mut self, cap: usize) {
+        self.cap = cap.max(1);
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.order.len()
     }

@@ -42,6 +42,12 @@ impl<V> AddrTable<V> {
         self.map.len()
     }
 
+    /// Changes the cap (configuration reload); a lower cap evicts down to it on the next
+    /// insertion.
+    pub(crate) fn set_cap(&mut self, cap: usize) {
+        self.cap = cap.max(1);
+    }
+
     /// Live entries evicted because of the cap, since creation.
     pub(crate) fn evicted(&self) -> u64 {
         self.evicted

@@ -1,6 +1,10 @@
 //! Detector thresholds and their configuration key names.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 /// Thresholds of the authentication-log detector. Each field is one config key in the
 /// `[thresholds]` table; [`CONFIG_KEYS`] lists the names with their meaning.
@@ -58,6 +62,40 @@ pub const CONFIG_KEYS: &[(&str, &str)] = &[
         "report Dovecot logins from a new address too (default false)",
     ),
 ];
+
+/// Thresholds shared with a running detector: a configuration reload sets them, and the
+/// detector picks them up before its next event (one atomic load per event), keeping its
+/// failure windows and known logins.
+pub struct SharedThresholds {
+    generation: AtomicU64,
+    value: Mutex<AuthThresholds>,
+}
+
+impl SharedThresholds {
+    pub fn new(t: AuthThresholds) -> Arc<SharedThresholds> {
+        Arc::new(SharedThresholds {
+            generation: AtomicU64::new(0),
+            value: Mutex::new(t),
+        })
+    }
+
+    /// New thresholds for the detector.
+    pub fn set(&self, t: AuthThresholds) {
+        let mut v = self.value.lock();
+        if *v != t {
+            *v = t;
+            self.generation.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    pub fn get(&self) -> AuthThresholds {
+        self.value.lock().clone()
+    }
+
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+}
 
 /// A threshold out of its range.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,4 +1,5 @@
-//! State shared by both backends on the watch thread: roots, exclusions, the emitter.
+//! State shared by both backends on the watch thread: roots, exclusions, the emitter, and
+//! the reconcile queue that takes every tree whose changes may have gone unreported.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -6,9 +7,12 @@ use std::sync::Arc;
 
 use crossbeam_channel::{Sender, TrySendError};
 
+use super::reconcile::{Reconcile, Requested};
 use super::stats::{inc, WatchCounters};
 use super::{EventKind, FileEvent};
 use crate::clock::SharedClock;
+use crate::lograte::LogLimiter;
+use crate::text::escape_path;
 
 /// One configured root and whether it is attached.
 #[derive(Debug, Clone)]
@@ -61,7 +65,10 @@ pub(crate) struct Ctx {
     pub excluded: Excluded,
     pub counters: Arc<WatchCounters>,
     pub max_watches: usize,
-    pub max_scan_files: usize,
+    /// Trees to walk again (shared with the analyzer, which walks them).
+    pub reconcile: Arc<Reconcile>,
+    /// One line a minute per kind for what files under the roots can cause.
+    pub log: LogLimiter,
     tx: Sender<FileEvent>,
     clock: SharedClock,
     disconnected_logged: std::cell::Cell<bool>,
@@ -72,6 +79,7 @@ impl Ctx {
         roots: &[PathBuf],
         opts: &super::WatchOptions,
         counters: Arc<WatchCounters>,
+        reconcile: Arc<Reconcile>,
     ) -> Ctx {
         Ctx {
             roots: roots
@@ -86,7 +94,8 @@ impl Ctx {
             excluded: Excluded::new(&opts.excluded_dirs),
             counters,
             max_watches: opts.max_watches,
-            max_scan_files: opts.max_scan_files,
+            reconcile,
+            log: LogLimiter::per_minute(opts.clock.clone()),
             tx: opts.events.clone(),
             clock: opts.clock.clone(),
             disconnected_logged: std::cell::Cell::new(false),
@@ -97,7 +106,8 @@ impl Ctx {
         self.clock.monotonic_nanos()
     }
 
-    /// Sends one event without blocking; a full channel (or a gone receiver) counts a drop.
+    /// Sends one event without blocking. A full channel (or a gone receiver) counts a drop
+    /// and hands the file's directory to the reconcile walk, so the change is not lost.
     pub(crate) fn send(&self, path: PathBuf, kind: EventKind) {
         let ev = FileEvent {
             path,
@@ -106,7 +116,10 @@ impl Ctx {
         };
         match self.tx.try_send(ev) {
             Ok(()) => inc(&self.counters.events_emitted),
-            Err(TrySendError::Full(_)) => inc(&self.counters.dropped),
+            Err(TrySendError::Full(ev)) => {
+                inc(&self.counters.dropped);
+                self.request_parent(&ev.path);
+            }
             Err(TrySendError::Disconnected(_)) => {
                 inc(&self.counters.dropped);
                 if !self.disconnected_logged.replace(true) {
@@ -114,6 +127,53 @@ impl Ctx {
                 }
             }
         }
+    }
+
+    /// Asks for the tree at `dir` to be walked again (it must lie under an attached root and
+    /// outside the exclusions; otherwise it is counted as filtered).
+    pub(crate) fn request_scan(&self, dir: &Path) {
+        if self.excluded.contains(dir) {
+            inc(&self.counters.filtered);
+            return;
+        }
+        match self.reconcile.request(dir) {
+            Requested::Ignored => inc(&self.counters.filtered),
+            _ => inc(&self.counters.scans_requested),
+        }
+    }
+
+    /// Asks for the directory of the file `path` to be walked again.
+    pub(crate) fn request_parent(&self, path: &Path) {
+        if let Some(dir) = path.parent() {
+            self.request_scan(dir);
+        }
+    }
+
+    /// The attached root `path` lies under (the innermost one).
+    pub(crate) fn root_of(&self, path: &Path) -> Option<PathBuf> {
+        self.roots
+            .iter()
+            .filter_map(|r| r.canonical.as_ref())
+            .filter(|c| path.starts_with(c))
+            .max_by_key(|c| c.as_os_str().len())
+            .cloned()
+    }
+
+    /// A path the watcher could neither report nor hand to the walk: counted in
+    /// `path_errors` and logged (one line a minute).
+    pub(crate) fn path_error(&self, what: &str, path: &Path, err: &std::io::Error) {
+        inc(&self.counters.path_errors);
+        let shown = if path.as_os_str().is_empty() {
+            String::new()
+        } else {
+            format!(" {}", crate::text::cut(&escape_path(path), 300))
+        };
+        crate::warn_limited!(
+            self.log,
+            "path_error",
+            "",
+            "file watcher: {what}{shown}: {err}"
+        );
     }
 
     /// True when `path` is under an attached root and not excluded.
@@ -134,21 +194,36 @@ impl Ctx {
         }
     }
 
-    /// A kernel queue overflow: counts it and asks the caller to rescan every attached root.
+    /// A kernel queue overflow: counts it and hands every attached root to the reconcile
+    /// walk (changes during the overflow were not reported).
     pub(crate) fn overflow(&self) {
         inc(&self.counters.queue_overflows);
-        log::warn!("file watcher: kernel event queue overflowed; requesting root rescans");
+        crate::warn_limited!(
+            self.log,
+            "overflow",
+            "",
+            "file watcher: kernel event queue overflowed; walking the roots again"
+        );
         let roots: Vec<PathBuf> = self
             .roots
             .iter()
             .filter_map(|r| r.canonical.clone())
             .collect();
         for r in roots {
-            self.send(r, EventKind::DirectoryScan);
+            self.request_scan(&r);
         }
     }
 
-    /// Marks root `i` attached at `canonical`; sends a `DirectoryScan` if it had been
+    fn publish_roots(&self) {
+        self.reconcile.set_roots(
+            self.roots
+                .iter()
+                .filter_map(|r| r.canonical.clone())
+                .collect(),
+        );
+    }
+
+    /// Marks root `i` attached at `canonical`; hands it to the reconcile walk if it had been
     /// missing or detached before.
     pub(crate) fn set_attached(&mut self, i: usize, canonical: PathBuf) {
         let Some(slot) = self.roots.get_mut(i) else {
@@ -166,8 +241,9 @@ impl Ctx {
             slot.configured.display(),
             canonical.display()
         );
+        self.publish_roots();
         if scan {
-            self.send(canonical, EventKind::DirectoryScan);
+            self.request_scan(&canonical);
         }
     }
 
@@ -184,6 +260,7 @@ impl Ctx {
             );
         }
         slot.scan_on_attach = true;
+        self.publish_roots();
     }
 
     /// Records a failed attach of root `i` (logged once until it attaches).
@@ -210,9 +287,11 @@ mod tests {
 
     fn ctx(cap: usize) -> (Ctx, crossbeam_channel::Receiver<FileEvent>) {
         let (tx, rx) = crossbeam_channel::bounded(cap);
-        let mut opts = WatchOptions::new(tx, ManualClock::at_epoch_2026());
+        let clock = ManualClock::at_epoch_2026();
+        let mut opts = WatchOptions::new(tx, clock.clone());
         opts.excluded_dirs = vec![PathBuf::from("/srv/www/state")];
-        let c = Ctx::new(&[PathBuf::from("/srv/www")], &opts, Arc::default());
+        let r = Reconcile::new(clock, opts.excluded_dirs.clone());
+        let c = Ctx::new(&[PathBuf::from("/srv/www")], &opts, Arc::default(), r);
         (c, rx)
     }
 
@@ -231,25 +310,32 @@ mod tests {
     }
 
     #[test]
-    fn full_channel_counts_drops_and_reattach_requests_a_scan() {
+    fn full_channel_hands_the_directory_to_the_walk_and_reattach_requests_a_scan() {
         let (mut c, rx) = ctx(1);
         c.set_attached(0, PathBuf::from("/srv/www"));
         c.offer(PathBuf::from("/srv/www/a"), EventKind::ClosedWrite);
-        c.offer(PathBuf::from("/srv/www/b"), EventKind::ClosedWrite);
+        c.offer(PathBuf::from("/srv/www/sub/b"), EventKind::ClosedWrite);
         assert_eq!(c.counters.dropped.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            c.reconcile.pending_paths(),
+            vec![PathBuf::from("/srv/www/sub")]
+        );
         let ev = rx.try_recv().expect("first event");
         assert_eq!(ev.path, PathBuf::from("/srv/www/a"));
         assert_eq!(ev.observed_at, 1_000_000_000);
         c.set_detached(0);
         assert_eq!(c.counters.roots_attached.load(Ordering::Relaxed), 0);
+        // Detached: requests under it are not taken.
+        c.request_scan(Path::new("/srv/www/x"));
+        assert_eq!(c.counters.filtered.load(Ordering::Relaxed), 1);
         c.set_attached(0, PathBuf::from("/srv/www"));
-        let ev = rx.try_recv().expect("scan");
-        assert_eq!(ev.kind, EventKind::DirectoryScan);
+        assert_eq!(c.reconcile.pending_paths(), vec![PathBuf::from("/srv/www")]);
         c.overflow();
-        assert_eq!(
-            rx.try_recv().expect("overflow scan").kind,
-            EventKind::DirectoryScan
-        );
+        assert_eq!(c.reconcile.pending_paths(), vec![PathBuf::from("/srv/www")]);
         assert_eq!(c.counters.queue_overflows.load(Ordering::Relaxed), 1);
+        assert!(
+            rx.try_recv().is_err(),
+            "nothing goes through the event channel"
+        );
     }
 }

@@ -3,15 +3,21 @@
 //! * FID mode (preferred, Linux >= 5.9 with `CAP_DAC_READ_SEARCH`): a group initialised with
 //!   `FAN_REPORT_DFID_NAME` and a *filesystem* mark (`FAN_MARK_FILESYSTEM`) per filesystem
 //!   holding a root (plus filesystems mounted below a root), for `FAN_CLOSE_WRITE` and
-//!   `FAN_MOVED_TO` (with `FAN_ONDIR`). Events carry a directory file handle and a name;
+//!   `FAN_MOVED_TO` (with `FAN_ONDIR`) and `FAN_CREATE` (a new name for an existing inode,
+//!   e.g. a hard link, is reported when the file already has content). Events carry a
+//!   directory file handle and a name;
 //!   the directory is reopened with `open_by_handle_at` through a descriptor on the same
 //!   filesystem (the root or mount point, opened per event and closed again: holding it
 //!   would pin the mount and make `umount` fail with EBUSY) and its path read from
 //!   `/proc/self/fd/N`. New directories need no extra
-//!   marks. A directory moved into a root is walked and its files reported as `MovedIn`.
+//!   marks. A directory moved into a root goes to the reconcile walk. When the directory's
+//!   path is too long for the kernel to name (4,096 bytes or more), the walk takes its
+//!   nearest ancestor the kernel can name (reached through `..`), which reaches the file by
+//!   descriptors.
 //! * Plain mode (older kernels): `FAN_CLOSE_WRITE` on mount marks (`FAN_MARK_MOUNT`); the
-//!   event carries an open descriptor whose `/proc/self/fd/N` link is the path. Moves into
-//!   a root are not reported in this mode.
+//!   event carries an open descriptor whose `/proc/self/fd/N` link is the path. Moves and
+//!   links into a root are not reported in this mode, and a path too long to name is
+//!   counted in `path_errors` and logged.
 //!
 //! Marks cover whole filesystems or mounts, so every event is filtered down to the
 //! configured roots (and exclusions) by its resolved path.
@@ -19,7 +25,7 @@
 use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -32,14 +38,18 @@ use super::ctx::Ctx;
 use super::fid;
 use super::mounts::mounts_below;
 use super::stats::inc;
-use super::walk::{walk, Visit};
+use super::tree::identity;
 use super::{EventKind, Source};
-use crate::sys::fhandle;
+use crate::sys::{dirstream, fhandle};
 
 /// Bytes per `read(2)` in FID mode.
 const READ_BUF: usize = 64 * 1024;
 /// Reads per wake-up before returning to the loop (keeps `stop()` responsive).
 const MAX_READS_PER_WAKE: usize = 64;
+/// Steps up through `..` at most when looking for an ancestor the kernel can name.
+const MAX_UP_STEPS: usize = 4096;
+/// Long directories remembered as outside every root.
+const LONG_OUTSIDE_CACHE: usize = 256;
 
 /// A marked directory: the root itself or a mount point below it. No descriptor is kept
 /// open (it would pin the mount).
@@ -55,14 +65,19 @@ pub(crate) struct FanotifySource {
     /// Anchors per root (empty while detached); index 0 is the root itself.
     roots: Vec<Vec<Anchor>>,
     buf: Vec<u8>,
+    /// (device, inode) of long directories known to lie outside every root.
+    long_outside: std::collections::HashSet<(u64, u64)>,
 }
 
 /// Opens a directory for reading (`open_by_handle_at` refuses `O_PATH` mount descriptors).
 fn open_dir(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
-        .open(path)
+    // A configured watch root (daemon-owned path).
+    crate::fsutil::open_daemon_file_with(
+        path,
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW),
+    )
 }
 
 /// True when handles of `path`'s filesystem can be turned back into descriptors here
@@ -81,6 +96,32 @@ fn handles_usable(path: &Path) -> io::Result<()> {
 
 fn proc_fd_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
     std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+fn too_long(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENAMETOOLONG)
+}
+
+/// The path of the directory open as `dir` when the kernel cannot name it (4,096 bytes or
+/// more): steps up through `..` until an ancestor can be named, and returns that ancestor.
+fn nameable_ancestor(dir: BorrowedFd<'_>) -> io::Result<PathBuf> {
+    let flags = libc::O_PATH | libc::O_DIRECTORY;
+    let mut cur: OwnedFd = dirstream::openat(dir, OsStr::new(".."), flags)?;
+    let mut below = identity(dir)?;
+    for _ in 0..MAX_UP_STEPS {
+        let here = identity(cur.as_fd())?;
+        if here == below {
+            break; // `/`: nothing above
+        }
+        match proc_fd_path(cur.as_fd()) {
+            Ok(p) => return Ok(p),
+            Err(e) if too_long(&e) => {}
+            Err(e) => return Err(e),
+        }
+        below = here;
+        cur = dirstream::openat(cur.as_fd(), OsStr::new(".."), flags)?;
+    }
+    Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG))
 }
 
 impl FanotifySource {
@@ -124,6 +165,7 @@ impl FanotifySource {
             fid,
             roots: (0..ctx.roots.len()).map(|_| Vec::new()).collect(),
             buf: vec![0; READ_BUF],
+            long_outside: std::collections::HashSet::new(),
         };
         for i in 0..ctx.roots.len() {
             match s.attach(i, ctx) {
@@ -162,7 +204,10 @@ impl FanotifySource {
         let (flags, mask) = if self.fid {
             (
                 MarkFlags::FAN_MARK_ADD | MarkFlags::FAN_MARK_FILESYSTEM,
-                MaskFlags::FAN_CLOSE_WRITE | MaskFlags::FAN_MOVED_TO | MaskFlags::FAN_ONDIR,
+                MaskFlags::FAN_CLOSE_WRITE
+                    | MaskFlags::FAN_MOVED_TO
+                    | MaskFlags::FAN_CREATE
+                    | MaskFlags::FAN_ONDIR,
             )
         } else {
             (
@@ -246,9 +291,9 @@ impl FanotifySource {
         Ok(())
     }
 
-    /// Path of the directory a FID record names, through an anchor on its filesystem.
-    /// `None` when no anchor can open it or the directory was removed.
-    fn resolve_dir(&self, rec: &fid::DirRecord<'_>) -> Option<PathBuf> {
+    /// Opens (`O_PATH`) the directory a FID record names, through an anchor on its
+    /// filesystem. `None` when no anchor can open it or the directory was removed.
+    fn open_dir_of(&self, rec: &fid::DirRecord<'_>) -> Option<OwnedFd> {
         for a in self.roots.iter().flatten().filter(|a| a.fsid == rec.fsid) {
             // The anchor must still be the directory that was marked.
             let Ok(mount) = open_dir(&a.path) else {
@@ -269,47 +314,41 @@ impl FanotifySource {
             ) else {
                 continue;
             };
-            let f = File::from(fd);
-            if f.metadata().map(|m| m.nlink() == 0).unwrap_or(true) {
-                return None;
-            }
-            return proc_fd_path(f.as_fd()).ok();
+            let removed = nix::sys::stat::fstat(fd.as_raw_fd())
+                .map(|st| st.st_nlink == 0)
+                .unwrap_or(true);
+            return (!removed).then_some(fd);
         }
         None
     }
 
-    /// Reports the files of a directory moved into a root (bounded by `max_scan_files`
-    /// entries; beyond that one `DirectoryScan` for it).
-    fn scan_moved_dir(&self, top: &Path, ctx: &Ctx) {
-        let max = ctx.max_scan_files;
-        // Entries (directories and files) examined so far; past `max` the walk stops.
-        let seen = std::cell::Cell::new(0usize);
-        let over = || {
-            seen.set(seen.get().saturating_add(1));
-            seen.get() > max
-        };
-        walk(
-            top,
-            |d| {
-                if ctx.excluded.contains(d) || over() {
-                    return Visit::Skip;
+    /// A directory whose path the kernel cannot name: its nearest nameable ancestor goes to
+    /// the reconcile walk, which reaches the file by descriptors. Directories found to lie
+    /// outside every root are remembered (until a directory is moved or the roots are
+    /// checked again), so deep trees elsewhere on the filesystem cost one walk up.
+    fn long_dir(&mut self, dir: BorrowedFd<'_>, ctx: &Ctx) {
+        let id = identity(dir).ok();
+        if id.is_some_and(|id| self.long_outside.contains(&id)) {
+            inc(&ctx.counters.filtered);
+            return;
+        }
+        inc(&ctx.counters.long_paths);
+        match nameable_ancestor(dir) {
+            Ok(a) if ctx.wanted(&a) => ctx.request_scan(&a),
+            Ok(_) => {
+                inc(&ctx.counters.filtered);
+                if let Some(id) = id {
+                    if self.long_outside.len() >= LONG_OUTSIDE_CACHE {
+                        self.long_outside.clear();
+                    }
+                    self.long_outside.insert(id);
                 }
-                Visit::Descend
-            },
-            |f| {
-                if !ctx.excluded.contains(f) && !over() {
-                    ctx.send(f.to_path_buf(), EventKind::MovedIn);
-                }
-            },
-        );
-        let truncated = seen.get() > max;
-        if truncated {
-            inc(&ctx.counters.scan_truncated);
-            ctx.send(top.to_path_buf(), EventKind::DirectoryScan);
+            }
+            Err(e) => ctx.path_error("cannot name a directory of an event", Path::new(""), &e),
         }
     }
 
-    fn handle_fid_event(&self, ev: &fid::RawEvent<'_>, ctx: &Ctx) {
+    fn handle_fid_event(&mut self, ev: &fid::RawEvent<'_>, ctx: &Ctx) {
         inc(&ctx.counters.events_read);
         if ev.fd >= 0 {
             // FID groups report FAN_NOFD; close anything else rather than leak it.
@@ -321,8 +360,13 @@ impl FanotifySource {
         }
         let is_dir = ev.mask & libc::FAN_ONDIR != 0;
         if is_dir && ev.mask & libc::FAN_MOVED_TO == 0 {
+            // Directories created empty: their files are reported by the filesystem mark.
             inc(&ctx.counters.filtered);
             return;
+        }
+        if is_dir {
+            // A directory can enter a root this way: forget what was found outside.
+            self.long_outside.clear();
         }
         let Some(rec) = ev.dir.as_ref() else {
             inc(&ctx.counters.unresolved);
@@ -332,27 +376,51 @@ impl FanotifySource {
             inc(&ctx.counters.unresolved);
             return;
         }
-        let Some(dir) = self.resolve_dir(rec) else {
+        let Some(dir_fd) = self.open_dir_of(rec) else {
             inc(&ctx.counters.unresolved);
             return;
         };
-        let path = if rec.name.is_empty() || rec.name == b"." {
-            dir
-        } else {
-            dir.join(OsStr::from_bytes(rec.name))
+        let named = !rec.name.is_empty() && rec.name != b".";
+        let name = OsStr::from_bytes(rec.name);
+        let closed = ev.mask & libc::FAN_CLOSE_WRITE != 0;
+        let moved = ev.mask & libc::FAN_MOVED_TO != 0;
+        if !is_dir && !closed && !moved {
+            // FAN_CREATE alone: worth reporting only when the new name leads to a regular
+            // file that already has content (a link). A file just created is empty and
+            // its close-write follows.
+            let linked = named
+                && nix::sys::stat::fstatat(
+                    Some(dir_fd.as_raw_fd()),
+                    name,
+                    nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+                )
+                .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_size > 0);
+            if !linked {
+                inc(&ctx.counters.filtered);
+                return;
+            }
+        }
+        let dir = match proc_fd_path(dir_fd.as_fd()) {
+            Ok(d) => d,
+            Err(e) if too_long(&e) => return self.long_dir(dir_fd.as_fd(), ctx),
+            Err(_) => {
+                inc(&ctx.counters.unresolved);
+                return;
+            }
         };
+        let path = if named { dir.join(name) } else { dir };
         if is_dir {
             if ctx.wanted(&path) {
-                self.scan_moved_dir(&path, ctx);
+                ctx.request_scan(&path);
             } else {
                 inc(&ctx.counters.filtered);
             }
-        } else if ev.mask & libc::FAN_CLOSE_WRITE != 0 {
+        } else if closed {
             ctx.offer(path, EventKind::ClosedWrite);
-        } else if ev.mask & libc::FAN_MOVED_TO != 0 {
+        } else if moved {
             ctx.offer(path, EventKind::MovedIn);
         } else {
-            inc(&ctx.counters.filtered);
+            ctx.offer(path, EventKind::Linked);
         }
     }
 
@@ -409,6 +477,15 @@ impl FanotifySource {
                     .unwrap_or(true);
                 match proc_fd_path(fd) {
                     Ok(path) if !gone => ctx.offer(path, EventKind::ClosedWrite),
+                    Err(e) if too_long(&e) && !gone => {
+                        inc(&ctx.counters.long_paths);
+                        ctx.path_error(
+                            "cannot name a file closed after writing (mount marks cannot \
+                             reach its directory)",
+                            Path::new(""),
+                            &e,
+                        );
+                    }
                     _ => inc(&ctx.counters.unresolved),
                 }
                 // `ev` closes its descriptor when dropped.
@@ -431,6 +508,7 @@ impl Source for FanotifySource {
     }
 
     fn check_roots(&mut self, ctx: &mut Ctx) {
+        self.long_outside.clear();
         for i in 0..ctx.roots.len() {
             if let Some(canonical) = ctx.roots.get(i).and_then(|r| r.canonical.clone()) {
                 let want = self.roots.get(i).and_then(|a| a.first()).map(|a| a.dev_ino);
@@ -459,6 +537,7 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use crate::watch::files::fid::tests::build_event;
+    use crate::watch::files::reconcile::Reconcile;
     use crate::watch::files::testutil::TestDir;
     use crate::watch::files::WatchOptions;
     use std::sync::Arc;
@@ -467,9 +546,11 @@ mod tests {
     fn synthetic_overflow_and_stale_handles() {
         let t = TestDir::new();
         let (tx, rx) = crossbeam_channel::bounded(16);
-        let opts = WatchOptions::new(tx, ManualClock::at_epoch_2026());
-        let mut ctx = Ctx::new(&[t.path().to_path_buf()], &opts, Arc::default());
-        let s = match FanotifySource::new(&mut ctx, true) {
+        let clock = ManualClock::at_epoch_2026();
+        let opts = WatchOptions::new(tx, clock.clone());
+        let r = Reconcile::new(clock, Vec::new());
+        let mut ctx = Ctx::new(&[t.path().to_path_buf()], &opts, Arc::default(), r.clone());
+        let mut s = match FanotifySource::new(&mut ctx, true) {
             Ok(s) if s.fid_mode() => s,
             Ok(_) => return eprintln!("skipping: fanotify FID mode unavailable"),
             Err(e) => return eprintln!("skipping: fanotify unavailable: {e}"),
@@ -487,11 +568,38 @@ mod tests {
         for ev in fid::events(&buf) {
             s.handle_fid_event(&ev.expect("valid synthetic event"), &ctx);
         }
-        let ev = rx.try_recv().expect("overflow scan");
-        assert_eq!(ev.kind, EventKind::DirectoryScan);
-        assert_eq!(ev.path, t.path());
+        // The overflow hands the root to the reconcile walk, not to the event channel.
+        assert_eq!(r.pending_paths(), vec![t.path().to_path_buf()]);
         assert!(rx.try_recv().is_err());
         assert_eq!(ctx.counters.queue_overflows.load(Ordering::Relaxed), 1);
         assert_eq!(ctx.counters.unresolved.load(Ordering::Relaxed), 2);
+    }
+
+    /// A directory the kernel cannot name: the walk up finds the nearest ancestor it can.
+    #[test]
+    fn nameable_ancestor_of_a_long_directory() {
+        let t = TestDir::new();
+        let name = "a".repeat(250);
+        let mut fd: OwnedFd = OwnedFd::from(File::open(t.path()).expect("open"));
+        let mut depth = 0;
+        let mut last_short = t.path().to_path_buf();
+        let mut path = t.path().to_path_buf();
+        while path.as_os_str().len() < 6000 {
+            nix::sys::stat::mkdirat(
+                Some(fd.as_raw_fd()),
+                name.as_str(),
+                nix::sys::stat::Mode::from_bits_truncate(0o755),
+            )
+            .expect("mkdirat");
+            fd = dirstream::open_subdir(fd.as_fd(), OsStr::new(&name)).expect("openat");
+            path.push(&name);
+            if path.as_os_str().len() < 4096 {
+                last_short = path.clone();
+            }
+            depth += 1;
+        }
+        assert!(depth > 16);
+        assert!(too_long(&proc_fd_path(fd.as_fd()).expect_err("too long")));
+        assert_eq!(nameable_ancestor(fd.as_fd()).expect("ancestor"), last_short);
     }
 }

@@ -1,12 +1,16 @@
 //! inotify backend: one watch per directory under each root, added at attach time and as
 //! directories appear. A directory that appears (created or moved in) is walked right after
-//! its watch is added, and the files already in it are reported as `MovedIn`, because they
-//! may have been written before the watch existed.
+//! its watch is added, and then handed to the reconcile walk, because its files may have
+//! been written before the watch existed. Directories are reached by descriptor and watched
+//! through `/proc/self/fd/N`, so trees whose paths exceed `PATH_MAX` are watched too. A new
+//! name for a file that already has content (`IN_CREATE` of a hard link) is reported as
+//! `Linked`. On `IN_Q_OVERFLOW` every root is watched again (directories created meanwhile)
+//! and handed to the reconcile walk.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -15,7 +19,7 @@ use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 
 use super::ctx::Ctx;
 use super::stats::inc;
-use super::walk::{walk, Visit};
+use super::tree::{self, Decision, Visitor, Walk};
 use super::{EventKind, Source};
 
 /// Bytes read from the inotify fd per `read(2)`.
@@ -24,6 +28,12 @@ const READ_BUF: usize = 64 * 1024;
 const MAX_READS_PER_WAKE: usize = 64;
 
 fn dir_mask() -> WatchMask {
+    fd_mask() | WatchMask::DONT_FOLLOW
+}
+
+/// For `/proc/self/fd/N` of a directory opened without following links: the magic link must
+/// be followed to reach it.
+fn fd_mask() -> WatchMask {
     WatchMask::CLOSE_WRITE
         | WatchMask::MOVED_TO
         | WatchMask::MOVED_FROM
@@ -31,7 +41,6 @@ fn dir_mask() -> WatchMask {
         | WatchMask::DELETE_SELF
         | WatchMask::MOVE_SELF
         | WatchMask::ONLYDIR
-        | WatchMask::DONT_FOLLOW
         | WatchMask::EXCL_UNLINK
 }
 
@@ -87,11 +96,12 @@ impl InotifySource {
             .store(self.by_wd.len() as u64, Ordering::Relaxed);
     }
 
-    /// Adds (or refreshes) the watch on `dir`. `Visit::Skip` when the directory is
-    /// excluded, gone, or refused by a limit.
-    fn add_watch(&mut self, dir: &Path, ctx: &Ctx) -> Visit {
+    /// Adds (or refreshes) the watch on `dir`, through its descriptor `fd` when given (the
+    /// directory actually opened, whatever the length of its path). `Decision::Skip` when
+    /// the directory is excluded, gone, or refused by a limit.
+    fn add_watch(&mut self, dir: &Path, fd: Option<BorrowedFd<'_>>, ctx: &Ctx) -> Decision {
         if ctx.excluded.contains(dir) {
-            return Visit::Skip;
+            return Decision::Skip;
         }
         if !self.by_path.contains_key(dir) && self.by_wd.len() >= ctx.max_watches {
             inc(&ctx.counters.watch_limit_refused);
@@ -100,12 +110,19 @@ impl InotifySource {
                 log::warn!(
                     "file watcher: max_watches ({}) reached; {} and others are not watched",
                     ctx.max_watches,
-                    dir.display()
+                    crate::text::escape_path(dir)
                 );
             }
-            return Visit::Skip;
+            return Decision::Skip;
         }
-        match self.watches.add(dir, dir_mask()) {
+        let added = match fd {
+            Some(fd) => self.watches.add(
+                PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())),
+                fd_mask(),
+            ),
+            None => self.watches.add(dir, dir_mask()),
+        };
+        match added {
             Ok(wd) => {
                 let id = wd.get_watch_descriptor_id();
                 // The same inode under a new path (directory moved) keeps its descriptor.
@@ -131,7 +148,7 @@ impl InotifySource {
                         path: dir.to_path_buf(),
                     },
                 );
-                Visit::Descend
+                Decision::Descend
             }
             Err(e) => {
                 match e.raw_os_error() {
@@ -143,46 +160,63 @@ impl InotifySource {
                             log::warn!(
                                 "file watcher: kernel inotify watch limit reached at {} \
                                  (raise fs.inotify.max_user_watches)",
-                                dir.display()
+                                crate::text::escape_path(dir)
                             );
                         }
                     }
                     _ => {
                         inc(&ctx.counters.watch_errors);
-                        log::debug!("file watcher: cannot watch {}: {e}", dir.display());
+                        log::debug!(
+                            "file watcher: cannot watch {}: {e}",
+                            crate::text::escape_path(dir)
+                        );
                     }
                 }
-                Visit::Skip
+                Decision::Skip
             }
         }
     }
 
-    /// Watches every directory under `top`. With `report`, files found are sent as
-    /// `MovedIn` (at most `max_scan_files`; beyond that one `DirectoryScan` for `top`).
+    /// Watches every directory under `top` (reached by descriptor from its root). With
+    /// `report`, `top` then goes to the reconcile walk: files already in it may have been
+    /// written before its watch existed.
     fn add_tree(&mut self, top: &Path, ctx: &Ctx, report: bool) {
-        let mut sent = 0usize;
-        let mut truncated = false;
-        let max = ctx.max_scan_files;
-        walk(
-            top,
-            |d| self.add_watch(d, ctx),
-            |f| {
-                if !report || truncated || ctx.excluded.contains(f) {
-                    return;
+        let opened = match ctx.root_of(top) {
+            Some(root) => tree::open_dir_beneath(&root, top),
+            None => Err(io::Error::from_raw_os_error(libc::ENOENT)),
+        };
+        match opened {
+            Ok(fd) => {
+                let mut v = WatchTree { src: self, ctx };
+                if let Some(mut w) = Walk::start(top.to_path_buf(), fd, &mut v) {
+                    w.run(&mut v);
                 }
-                if sent >= max {
-                    truncated = true;
-                    return;
-                }
-                sent += 1;
-                ctx.send(f.to_path_buf(), EventKind::MovedIn);
-            },
-        );
-        if truncated {
-            inc(&ctx.counters.scan_truncated);
-            ctx.send(top.to_path_buf(), EventKind::DirectoryScan);
+            }
+            Err(e) if tree::vanished(&e) => {}
+            Err(e) => ctx.path_error("cannot watch", top, &e),
+        }
+        if report {
+            ctx.request_scan(top);
         }
         self.publish_count(ctx);
+    }
+
+    /// `IN_CREATE` of a non-directory: reported when the new name leads to a regular file
+    /// that already has content (a hard link, or a file linked in from `O_TMPFILE`). A file
+    /// just created is empty; its close-write follows.
+    fn created(&self, path: PathBuf, ctx: &Ctx) {
+        if !ctx.wanted(&path) {
+            inc(&ctx.counters.filtered);
+            return;
+        }
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_file() && m.len() > 0 => ctx.send(path, EventKind::Linked),
+            // Too long to look at here: the analyzer opens it by steps and decides.
+            Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => {
+                ctx.send(path, EventKind::Linked)
+            }
+            _ => inc(&ctx.counters.filtered),
+        }
     }
 
     /// Removes every watch at or under `prefix`.
@@ -232,7 +266,7 @@ impl InotifySource {
                 "root lies inside an excluded directory",
             ));
         }
-        if self.add_watch(&canonical, ctx) == Visit::Skip {
+        if self.add_watch(&canonical, None, ctx) == Decision::Skip {
             return Err(io::Error::other("watch on root refused"));
         }
         let wd = self.by_path.get(&canonical).copied();
@@ -298,7 +332,29 @@ impl InotifySource {
             ctx.offer(path, EventKind::ClosedWrite);
         } else if raw.mask.contains(EventMask::MOVED_TO) {
             ctx.offer(path, EventKind::MovedIn);
+        } else if raw.mask.contains(EventMask::CREATE) {
+            self.created(path, ctx);
         }
+    }
+}
+
+/// The synchronous walk that watches a tree.
+struct WatchTree<'a> {
+    src: &'a mut InotifySource,
+    ctx: &'a Ctx,
+}
+
+impl Visitor for WatchTree<'_> {
+    fn enter(&mut self, path: &Path, dir: BorrowedFd<'_>, _depth: usize) -> Decision {
+        self.src.add_watch(path, Some(dir), self.ctx)
+    }
+
+    fn error(&mut self, path: &Path, err: &io::Error) {
+        inc(&self.ctx.counters.watch_errors);
+        log::debug!(
+            "file watcher: cannot list {}: {err}",
+            crate::text::escape_path(path)
+        );
     }
 }
 
@@ -327,7 +383,21 @@ impl Source for InotifySource {
             if raws.is_empty() {
                 return;
             }
-            for raw in raws {
+            // A creation whose close-write is in the same batch needs no report of its own:
+            // the close-write scans the file as it ends up.
+            let closing: std::collections::HashSet<(i32, OsString)> = raws
+                .iter()
+                .filter(|r| r.mask.contains(EventMask::CLOSE_WRITE))
+                .filter_map(|r| r.name.clone().map(|n| (r.wd, n)))
+                .collect();
+            for mut raw in raws {
+                if raw.mask.contains(EventMask::CREATE) && !raw.mask.contains(EventMask::ISDIR) {
+                    if let Some(n) = &raw.name {
+                        if closing.contains(&(raw.wd, n.clone())) {
+                            raw.mask.remove(EventMask::CREATE);
+                        }
+                    }
+                }
                 self.handle(raw, ctx);
             }
         }
@@ -362,6 +432,7 @@ impl Source for InotifySource {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
+    use crate::watch::files::reconcile::Reconcile;
     use crate::watch::files::testutil::TestDir;
     use crate::watch::files::WatchOptions;
     use std::sync::Arc;
@@ -370,8 +441,10 @@ mod tests {
     fn overflow_requests_root_scans_and_rewatches_missed_directories() {
         let t = TestDir::new();
         let (tx, rx) = crossbeam_channel::bounded(16);
-        let opts = WatchOptions::new(tx, ManualClock::at_epoch_2026());
-        let mut ctx = Ctx::new(&[t.path().to_path_buf()], &opts, Arc::default());
+        let clock = ManualClock::at_epoch_2026();
+        let opts = WatchOptions::new(tx, clock.clone());
+        let r = Reconcile::new(clock, Vec::new());
+        let mut ctx = Ctx::new(&[t.path().to_path_buf()], &opts, Arc::default(), r.clone());
         let mut s = InotifySource::new(&mut ctx).expect("inotify");
         assert_eq!(ctx.counters.watches.load(Ordering::Relaxed), 1);
         // Created while "overflowing": its IN_CREATE is never handled.
@@ -384,9 +457,8 @@ mod tests {
             },
             &mut ctx,
         );
-        let ev = rx.try_recv().expect("scan request");
-        assert_eq!(ev.kind, EventKind::DirectoryScan);
-        assert_eq!(ev.path, t.path());
+        assert_eq!(r.pending_paths(), vec![t.path().to_path_buf()]);
+        assert!(rx.try_recv().is_err());
         assert_eq!(ctx.counters.queue_overflows.load(Ordering::Relaxed), 1);
         assert_eq!(ctx.counters.watches.load(Ordering::Relaxed), 2);
     }
@@ -395,8 +467,10 @@ mod tests {
     fn events_for_unknown_descriptors_are_ignored() {
         let t = TestDir::new();
         let (tx, rx) = crossbeam_channel::bounded(16);
-        let opts = WatchOptions::new(tx, ManualClock::at_epoch_2026());
-        let mut ctx = Ctx::new(&[t.path().to_path_buf()], &opts, Arc::default());
+        let clock = ManualClock::at_epoch_2026();
+        let opts = WatchOptions::new(tx, clock.clone());
+        let r = Reconcile::new(clock, Vec::new());
+        let mut ctx = Ctx::new(&[t.path().to_path_buf()], &opts, Arc::default(), r);
         let mut s = InotifySource::new(&mut ctx).expect("inotify");
         s.handle(
             Raw {

@@ -1,19 +1,24 @@
 //! File watcher: reports files under the configured roots that were closed after being
-//! written, files moved into the tree, and directories the caller should rescan, so the
-//! content analyzer can scan them.
+//! written, moved into the tree or linked into it, and hands to the reconcile walk every
+//! tree whose changes may have gone unreported, so the content analyzer sees every file.
 //!
 //! Guarantees:
 //! * One named thread (`svc-filewatch`) reads kernel events and delivers [`FileEvent`]s
 //!   with `try_send`; it never blocks on the channel. A refused event is counted in
-//!   [`WatchCounters::dropped`].
-//! * Delivery is at least once per observed change while the channel has room; duplicates
-//!   are possible (e.g. a file found by a directory walk and then closed again).
+//!   [`WatchCounters::dropped`] and its directory is handed to the reconcile walk.
+//! * Delivery is at least once per observed change; duplicates are possible (e.g. a file
+//!   found by the walk and then closed again).
 //! * Paths are canonical (symlinks in the configured roots are resolved) and lie under an
-//!   attached root, never under an excluded directory.
-//! * A kernel queue overflow, a root that (re)appears after being missing, or a directory
-//!   walk cut short yields a `DirectoryScan` event: the caller must rescan that tree.
-//! * Every limit refuses visibly: `max_watches`, the kernel's own watch/mark limits and
-//!   `max_scan_files` are counted in [`WatchStats`].
+//!   attached root, never under an excluded directory. Paths may be longer than `PATH_MAX`;
+//!   consumers open them by steps ([`open_file_long`]).
+//! * Trees whose changes may have gone unreported go to the [`Reconcile`] queue (row
+//!   `fanotify.reconcile`), never through the bounded event channel: a kernel queue
+//!   overflow (every attached root), a root that (re)appears after being missing, a
+//!   directory created or moved in, an event the channel refused, and a directory whose path
+//!   is too long for the kernel to name (its nearest nameable ancestor). The analyzer walks
+//!   them to the end ([`ReconcileWorker`]).
+//! * Every limit refuses visibly: `max_watches`, the kernel's own watch/mark limits and the
+//!   reconcile capacity are counted in [`WatchStats`] or on the row.
 //! * [`FileWatcher::stop`] (also run on drop) wakes the thread through a pipe and joins it.
 //!
 //! Backends: fanotify when the process may use it (see `fanotify_src`), inotify otherwise
@@ -24,9 +29,10 @@ mod fanotify_src;
 mod fid;
 mod inotify_src;
 mod mounts;
+mod reconcile;
 mod runner;
 mod stats;
-mod walk;
+mod tree;
 
 #[cfg(test)]
 mod tests;
@@ -48,7 +54,11 @@ use serde::Serialize;
 
 use crate::clock::SharedClock;
 
+pub use reconcile::{
+    Reconcile, ReconcileCounters, ReconcileStats, ReconcileWorker, Requested, RECONCILE_CAPACITY,
+};
 pub use stats::{WatchCounters, WatchStats};
+pub use tree::{open_file_at, open_file_long, vanished, PATH_MAX_BYTES};
 
 /// What happened to a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -56,12 +66,12 @@ pub use stats::{WatchCounters, WatchStats};
 pub enum EventKind {
     /// A file opened for writing was closed.
     ClosedWrite,
-    /// A file was renamed into the tree, or found in a directory that appeared (created or
-    /// moved in) before it could be watched.
+    /// A file was renamed into the tree.
     MovedIn,
-    /// The whole directory tree at `path` must be rescanned (queue overflow, root
-    /// (re)attached, or a directory walk cut at `max_scan_files`).
-    DirectoryScan,
+    /// A new name appeared for a file that already has content without a close-write in
+    /// the tree: a hard link (`ln /elsewhere/x.php www/x.php`), a file linked in from an
+    /// anonymous `O_TMPFILE`, or a file created and written but still open.
+    Linked,
 }
 
 /// One event for the analyzer.
@@ -146,8 +156,6 @@ pub struct WatchOptions {
     pub excluded_dirs: Vec<PathBuf>,
     /// Upper bound on inotify watches. Default 100,000.
     pub max_watches: usize,
-    /// Upper bound on entries reported from one directory that appeared. Default 10,000.
-    pub max_scan_files: usize,
     /// How often missing roots are retried and attached roots re-verified (clock time).
     /// Default 5 s.
     pub retry_interval: Duration,
@@ -165,7 +173,6 @@ impl WatchOptions {
             fanotify_fid: true,
             excluded_dirs: Vec::new(),
             max_watches: 100_000,
-            max_scan_files: 10_000,
             retry_interval: Duration::from_secs(5),
             poll_interval: Duration::from_millis(250),
         }
@@ -195,6 +202,7 @@ pub struct FileWatcher {
     description: &'static str,
     roots_total: u64,
     counters: Arc<WatchCounters>,
+    reconcile: Arc<Reconcile>,
     control: Arc<Control>,
     wake: OwnedFd,
     thread: Option<JoinHandle<()>>,
@@ -216,7 +224,9 @@ impl FileWatcher {
     /// unavailable, or the thread/pipe could not be created.
     pub fn start(roots: Vec<PathBuf>, opts: WatchOptions) -> io::Result<FileWatcher> {
         let counters = Arc::new(WatchCounters::default());
-        let (source, ctx, backend, description) = runner::select(&roots, &opts, &counters)?;
+        let reconcile = Reconcile::new(opts.clock.clone(), opts.excluded_dirs.clone());
+        let (source, ctx, backend, description) =
+            runner::select(&roots, &opts, &counters, &reconcile)?;
         log::info!(
             "file watcher: using {description} for {} root(s)",
             roots.len()
@@ -237,6 +247,7 @@ impl FileWatcher {
             description,
             roots_total: roots.len() as u64,
             counters,
+            reconcile,
             control,
             wake: wake_w,
             thread: Some(thread),
@@ -256,6 +267,11 @@ impl FileWatcher {
     /// Live counters (for health rows; `dropped` is the channel-full count).
     pub fn counters(&self) -> Arc<WatchCounters> {
         self.counters.clone()
+    }
+
+    /// The reconcile queue: its row (`fanotify.reconcile`) and the worker that walks it.
+    pub fn reconcile(&self) -> Arc<Reconcile> {
+        self.reconcile.clone()
     }
 
     /// A snapshot of the counters. Reads atomics only.

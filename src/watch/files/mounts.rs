@@ -63,7 +63,7 @@ pub(crate) fn parse_mount_points(text: &[u8]) -> (Vec<PathBuf>, u64) {
 pub(crate) fn mounts_below(root: &Path) -> Vec<PathBuf> {
     use std::io::Read;
     let mut buf = Vec::new();
-    let read = std::fs::File::open("/proc/self/mountinfo")
+    let read = crate::fsutil::open_daemon_file(Path::new("/proc/self/mountinfo"))
         .and_then(|f| f.take(MAX_MOUNTINFO_BYTES).read_to_end(&mut buf));
     if read.is_err() {
         return Vec::new();

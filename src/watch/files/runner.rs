@@ -10,13 +10,14 @@ use std::time::Duration;
 use super::ctx::Ctx;
 use super::fanotify_src::FanotifySource;
 use super::inotify_src::InotifySource;
+use super::reconcile::Reconcile;
 use super::stats::WatchCounters;
 use super::{Backend, BackendChoice, Control, Source, WatchOptions};
 use crate::sys::poll::poll_readable;
 
 pub(crate) type Selected = (Box<dyn Source>, Ctx, Backend, &'static str);
 
-const FID_DESC: &str = "fanotify (filesystem marks, FID: close-write and moves)";
+const FID_DESC: &str = "fanotify (filesystem marks, FID: close-write, moves and links)";
 const PLAIN_DESC: &str = "fanotify (mount marks: close-write only)";
 const INOTIFY_DESC: &str = "inotify (recursive directory watches)";
 
@@ -24,8 +25,9 @@ fn fanotify(
     roots: &[PathBuf],
     opts: &WatchOptions,
     counters: &Arc<WatchCounters>,
+    reconcile: &Arc<Reconcile>,
 ) -> io::Result<Selected> {
-    let mut ctx = Ctx::new(roots, opts, counters.clone());
+    let mut ctx = Ctx::new(roots, opts, counters.clone(), reconcile.clone());
     let src = FanotifySource::new(&mut ctx, opts.fanotify_fid)?;
     let desc = if src.fid_mode() { FID_DESC } else { PLAIN_DESC };
     Ok((Box::new(src), ctx, Backend::Fanotify, desc))
@@ -35,8 +37,9 @@ fn inotify(
     roots: &[PathBuf],
     opts: &WatchOptions,
     counters: &Arc<WatchCounters>,
+    reconcile: &Arc<Reconcile>,
 ) -> io::Result<Selected> {
-    let mut ctx = Ctx::new(roots, opts, counters.clone());
+    let mut ctx = Ctx::new(roots, opts, counters.clone(), reconcile.clone());
     let src = InotifySource::new(&mut ctx)?;
     Ok((Box::new(src), ctx, Backend::Inotify, INOTIFY_DESC))
 }
@@ -47,11 +50,12 @@ pub(crate) fn select(
     roots: &[PathBuf],
     opts: &WatchOptions,
     counters: &Arc<WatchCounters>,
+    reconcile: &Arc<Reconcile>,
 ) -> io::Result<Selected> {
     match opts.backend {
-        BackendChoice::Inotify => inotify(roots, opts, counters),
-        BackendChoice::Fanotify => fanotify(roots, opts, counters),
-        BackendChoice::Auto => match fanotify(roots, opts, counters) {
+        BackendChoice::Inotify => inotify(roots, opts, counters, reconcile),
+        BackendChoice::Fanotify => fanotify(roots, opts, counters, reconcile),
+        BackendChoice::Auto => match fanotify(roots, opts, counters, reconcile) {
             Ok(s) => Ok(s),
             Err(e) => {
                 log::info!("file watcher: fanotify unavailable ({e}); falling back to inotify");
@@ -59,7 +63,8 @@ pub(crate) fn select(
                 for c in [&counters.watches, &counters.roots_attached] {
                     c.store(0, Ordering::Relaxed);
                 }
-                inotify(roots, opts, counters)
+                reconcile.set_roots(Vec::new());
+                inotify(roots, opts, counters, reconcile)
             }
         },
     }

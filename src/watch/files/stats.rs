@@ -32,8 +32,15 @@ pub struct WatchCounters {
     pub watch_limit_errors: AtomicU64,
     /// Other watch/mark failures (permissions, unsupported filesystem, ...).
     pub watch_errors: AtomicU64,
-    /// Directory scans cut at `max_scan_files` (a `DirectoryScan` event was sent instead).
-    pub scan_truncated: AtomicU64,
+    /// Trees handed to the reconcile walk (overflow, lost event, root attached, directory
+    /// created or moved in, directory path too long to name).
+    pub scans_requested: AtomicU64,
+    /// Events whose directory path is too long for the kernel to name (4,096 bytes or
+    /// more): the nearest ancestor it can name is walked instead.
+    pub long_paths: AtomicU64,
+    /// Paths that could neither be reported nor handed to the walk (logged, one line a
+    /// minute; also counted as errors of the `files` component).
+    pub path_errors: AtomicU64,
     /// Malformed fanotify buffers.
     pub parse_errors: AtomicU64,
     /// Gauge: configured roots currently attached.
@@ -62,7 +69,9 @@ pub struct WatchStats {
     pub watch_limit_refused: u64,
     pub watch_limit_errors: u64,
     pub watch_errors: u64,
-    pub scan_truncated: u64,
+    pub scans_requested: u64,
+    pub long_paths: u64,
+    pub path_errors: u64,
     pub parse_errors: u64,
     pub root_attach_failures: u64,
 }
@@ -85,7 +94,9 @@ impl WatchCounters {
             watch_limit_refused: l(&self.watch_limit_refused),
             watch_limit_errors: l(&self.watch_limit_errors),
             watch_errors: l(&self.watch_errors),
-            scan_truncated: l(&self.scan_truncated),
+            scans_requested: l(&self.scans_requested),
+            long_paths: l(&self.long_paths),
+            path_errors: l(&self.path_errors),
             parse_errors: l(&self.parse_errors),
             root_attach_failures: l(&self.root_attach_failures),
         }

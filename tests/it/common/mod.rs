@@ -1,5 +1,9 @@
 //! Test harness: starts the real `svc` binary with a temp config on a free loopback port and
 //! talks to it over real TLS, pinned to the certificate the daemon generated.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "test and benchmark fixtures are built with plain std::fs calls, as an attacker would"
+)]
 
 pub mod mmdb;
 
@@ -44,9 +48,11 @@ pub fn temp_dir(tag: &str) -> PathBuf {
     dir
 }
 
+/// A config for a test daemon. The firewall engine is off: tests run as root, and only
+/// tests that create their own network namespace (tests/it/firewall.rs) may touch nftables.
 pub fn base_config(state: &Path) -> String {
     format!(
-        "state_path = {state:?}\n\n[webui]\nlisten = \"127.0.0.1:0\"\nmetrics_token = {METRICS:?}\n\n[[webui.tokens]]\nname = \"ops-admin\"\ntoken = {ADMIN:?}\nscope = \"admin\"\n\n[[webui.tokens]]\nname = \"dash-read\"\ntoken = {READ:?}\nscope = \"read\"\n",
+        "state_path = {state:?}\n\n[firewall]\nenabled = false\n\n[webui]\nlisten = \"127.0.0.1:0\"\nmetrics_token = {METRICS:?}\n\n[[webui.tokens]]\nname = \"ops-admin\"\ntoken = {ADMIN:?}\nscope = \"admin\"\n\n[[webui.tokens]]\nname = \"dash-read\"\ntoken = {READ:?}\nscope = \"read\"\n",
         state = state.display().to_string()
     )
 }
@@ -99,8 +105,10 @@ impl Daemon {
             let lines = lines.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                    let _ = tx.send(line.clone());
-                    lines.lock().push(line);
+                    // Stored before it is announced, so a test that saw the daemon start
+                    // also sees the line in `stdout()`.
+                    lines.lock().push(line.clone());
+                    let _ = tx.send(line);
                 }
             });
         }

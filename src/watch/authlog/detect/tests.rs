@@ -303,3 +303,58 @@ fn random_events_never_panic_and_stay_bounded() {
     assert!(st.addresses_tracked <= 64 && st.known_logins <= 32);
     assert!(n > 0);
 }
+
+#[test]
+fn shared_thresholds_apply_before_the_next_event_keeping_open_windows() {
+    let mut r = Rig::new(AuthThresholds::default());
+    let shared = r.det.shared_thresholds();
+    for i in 0..3 {
+        r.line(&failed("198.51.100.4", 1000 + i, "root"));
+    }
+    assert!(r.out.is_empty(), "3 of 5");
+    shared.set(AuthThresholds {
+        failures: 4,
+        ..AuthThresholds::default()
+    });
+    r.line(&failed("198.51.100.4", 2000, "root"));
+    assert_eq!(r.checks(), ["ssh_bruteforce"], "the open window counted on");
+    assert_eq!(r.det.thresholds().failures, 4);
+    // Out-of-range values are forced into range, never disabling the detector.
+    shared.set(AuthThresholds {
+        failures: 0,
+        ..AuthThresholds::default()
+    });
+    r.det.maintain();
+    assert_eq!(r.det.thresholds().failures, 1);
+}
+
+#[test]
+fn ipv4_mapped_addresses_become_ipv4_in_every_finding() {
+    let mut r = Rig::new(AuthThresholds::default());
+    // sshd, PAM (rhost) and Dovecot (rip) forms of the same mapped address are one address.
+    for port in 1..=3 {
+        r.line(&failed("::ffff:203.0.113.9", port, "root"));
+    }
+    r.line("Nov 21 20:14:01 h vsftpd[7]: pam_unix(vsftpd:auth): authentication failure; logname= uid=0 euid=0 tty=ftp ruser=a rhost=::ffff:203.0.113.9  user=a");
+    r.line("Nov 21 20:14:01 m dovecot: imap-login: Disconnected (auth failed, 5 attempts in 9 secs): user=<a>, method=PLAIN, rip=::FFFF:203.0.113.9, lip=10.0.0.1");
+    for port in 4..=5 {
+        r.line(&failed("203.0.113.9", port, "root"));
+    }
+    r.line("Nov 21 20:15:01 h sshd[2]: Accepted password for root from ::ffff:198.51.100.9 port 9 ssh2");
+    assert_eq!(
+        r.checks(),
+        ["pam_bruteforce", "ssh_bruteforce", "ssh_root_login"]
+    );
+    let want: [std::net::IpAddr; 3] = [
+        "203.0.113.9".parse().unwrap(),
+        "203.0.113.9".parse().unwrap(),
+        "198.51.100.9".parse().unwrap(),
+    ];
+    for (f, ip) in r.out.iter().zip(want) {
+        assert_eq!(f.ip, Some(ip), "{f:?}");
+        assert!(
+            !f.message.contains("::ffff") && !f.details.to_string().contains("::ffff"),
+            "{f:?}"
+        );
+    }
+}

@@ -12,8 +12,7 @@ impl TempDir {
     pub(crate) fn new(tag: &str) -> TempDir {
         loop {
             let n = NEXT.fetch_add(1, Ordering::SeqCst);
-            let p =
-                std::env::temp_dir().join(format!("svc-authlog-{tag}-{}-{n}", std::process::id()));
+            let p = std::env::temp_dir().join(format!("svc-tail-{tag}-{}-{n}", std::process::id()));
             match std::fs::create_dir(&p) {
                 Ok(()) => return TempDir(p),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,

@@ -1,0 +1,58 @@
+//! `GET /api/v1/capabilities`: the feature identifiers of this build.
+//!
+//! Guarantees:
+//! - The list is [`CAPABILITIES`], a constant: it is the same for the whole life of the
+//!   process (an identifier never disappears at runtime, not even during shutdown), and
+//!   `/api/v1/status` `capabilities` is the same list.
+//! - It names only identifiers of the specification (Versioning 2, [`SPEC_IDENTIFIERS`]) whose
+//!   feature this build has, end to end. A feature that lands adds its identifier here, in
+//!   the same change (for example `firewall.rollback.v1`, `firewall.dos_exempt.v1` on Linux,
+//!   `webhook.panel.v1`).
+
+/// Feature identifiers this build supports, sorted. The one place to add one.
+pub const CAPABILITIES: &[&str] = &[
+    // `conf.d/*.toml` drop-ins beside the main file (config/mod.rs).
+    "confd.dropins.v1",
+    // `GET /api/v1/events` (events/).
+    "events.sse.v1",
+    // `firewall.dos_exempt_ranges` skip the rate meters (firewall/, Linux builds).
+    "firewall.dos_exempt.v1",
+    // Tentative firewall settings with a revert timer (firewall/rollback.rs).
+    "firewall.rollback.v1",
+    // `status.queues` protection-queue rows (queue/).
+    "status.queue_health.v1",
+    // Durable webhook spool, replayed after a restart (alerts/spool.rs, `panel.spool`).
+    "webhook.panel.v1",
+];
+
+/// Every identifier the specification names (Versioning 2). A capability outside this
+/// list is an invention, refused by the tests.
+pub const SPEC_IDENTIFIERS: &[&str] = &[
+    "confd.dropins.v1",
+    "events.sse.v1",
+    "webhook.panel.v1",
+    "webui.prefs.v1",
+    "webui.undo.v1",
+    "mail.queue.composition.v1",
+    "detect.http_scanner_profile.v1",
+    "challenge.stats.v1",
+    "firewall.rollback.v1",
+    "firewall.dos_exempt.v1",
+    "status.queue_health.v1",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_spec_identifiers_sorted_and_unique() {
+        for c in CAPABILITIES {
+            assert!(SPEC_IDENTIFIERS.contains(c), "{c} is not in the spec");
+        }
+        let mut sorted = CAPABILITIES.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted, CAPABILITIES, "keep the list sorted and unique");
+    }
+}

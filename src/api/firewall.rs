@@ -1,0 +1,158 @@
+//! Firewall routes (admin scope; writes audited and CSRF-checked by the router) and the
+//! control-socket commands `firewall.*`. Both go through `crate::firewall::control`, which
+//! parses the request, calls the engine and shapes the answer; these functions only carry
+//! the request in and the answer out.
+//!
+//! | Route | Command |
+//! |---|---|
+//! | `GET /api/v1/firewall/status` | `status` |
+//! | `GET /api/v1/firewall/check?ip=A` | `check` |
+//! | `POST /api/v1/firewall/unban` `{ip}` | `unblock` |
+//! | `POST /api/v1/firewall/allow-ip` `{ip, reason?, duration_seconds?}` | `allow` |
+//! | `POST /api/v1/firewall/remove-allow` `{ip}` | `unallow` |
+//! | `POST /api/v1/firewall/deny-subnet` `{subnet, reason?}` | `deny_subnet` |
+//! | `POST /api/v1/firewall/remove-subnet` `{subnet}` | `remove_subnet` |
+//! | `POST /api/v1/firewall/flush` | `flush` |
+//! | `GET /api/v1/settings/firewall/rollback` | `rollback` |
+//! | `POST /api/v1/settings/firewall/tentative-apply` `{changes, timeout_min}` | `tentative_apply` |
+//! | `POST /api/v1/settings/firewall/confirm` | `confirm` |
+//! | `POST /api/v1/settings/firewall/revert` | `revert` |
+
+use serde_json::{json, Value};
+
+use crate::firewall::control::{self, Reply};
+use crate::firewall::Actor;
+use crate::http::{Request, Response};
+
+use super::audit::Entry;
+use super::auth::Caller;
+use super::App;
+
+fn actor(req: &Request, c: &Caller) -> Actor {
+    Actor::Operator {
+        name: c.name.clone(),
+        protect: Some(req.remote.ip()),
+    }
+}
+
+fn respond(r: Reply) -> Response {
+    Response::json(r.status, &r.body)
+}
+
+fn body(req: &Request) -> Result<Value, Response> {
+    if req.body.iter().all(|b| b.is_ascii_whitespace()) {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(&req.body)
+        .map_err(|e| Response::error(400, &format!("the body is not valid JSON: {e}")))
+}
+
+fn post(app: &App, req: &Request, c: &Caller, cmd: &str) -> Response {
+    match body(req) {
+        Ok(v) => respond(control::run(
+            &app.services.firewall,
+            cmd,
+            &v,
+            &actor(req, c),
+        )),
+        Err(r) => r,
+    }
+}
+
+pub fn status(app: &App, req: &Request, c: &Caller) -> Response {
+    respond(control::run(
+        &app.services.firewall,
+        "status",
+        &json!({}),
+        &actor(req, c),
+    ))
+}
+
+pub fn check(app: &App, req: &Request, c: &Caller) -> Response {
+    let ip = match super::data::required(req, "ip") {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    respond(control::run(
+        &app.services.firewall,
+        "check",
+        &json!({ "ip": ip }),
+        &actor(req, c),
+    ))
+}
+
+pub fn unban(app: &App, req: &Request, c: &Caller) -> Response {
+    post(app, req, c, "unblock")
+}
+
+pub fn allow_ip(app: &App, req: &Request, c: &Caller) -> Response {
+    post(app, req, c, "allow")
+}
+
+pub fn remove_allow(app: &App, req: &Request, c: &Caller) -> Response {
+    post(app, req, c, "unallow")
+}
+
+pub fn deny_subnet(app: &App, req: &Request, c: &Caller) -> Response {
+    post(app, req, c, "deny_subnet")
+}
+
+pub fn remove_subnet(app: &App, req: &Request, c: &Caller) -> Response {
+    post(app, req, c, "remove_subnet")
+}
+
+pub fn flush(app: &App, req: &Request, c: &Caller) -> Response {
+    post(app, req, c, "flush")
+}
+
+pub fn rollback(app: &App, req: &Request, c: &Caller) -> Response {
+    respond(control::run(
+        &app.services.firewall,
+        "rollback",
+        &json!({}),
+        &actor(req, c),
+    ))
+}
+
+pub fn tentative_apply(app: &App, req: &Request, c: &Caller) -> Response {
+    post(app, req, c, "tentative_apply")
+}
+
+pub fn confirm(app: &App, req: &Request, c: &Caller) -> Response {
+    post(app, req, c, "confirm")
+}
+
+pub fn revert(app: &App, req: &Request, c: &Caller) -> Response {
+    post(app, req, c, "revert")
+}
+
+/// Control-socket command `firewall.<cmd>` (from `svc firewall ...`, run by root on the
+/// host). Writes are audited with actor `cli` and via `control`.
+pub fn control(app: &App, cmd: &str, args: &Value) -> Value {
+    let cmd = cmd.strip_prefix("firewall.").unwrap_or(cmd);
+    let reply = control::run(&app.services.firewall, cmd, args, &Actor::operator("cli"));
+    if control::writes(cmd) {
+        let target = args
+            .get("ip")
+            .or_else(|| args.get("subnet"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let outcome = match reply.status {
+            200..=299 => "ok",
+            404 => "not_found",
+            400 | 409 => "refused",
+            _ => "error",
+        };
+        let action = format!("firewall.{cmd}");
+        app.audit.record(Entry {
+            at: app.clock.now(),
+            actor: "cli",
+            via: "control",
+            action: &action,
+            target: &crate::text::cut(target, 64),
+            outcome,
+            remote_ip: "",
+        });
+    }
+    reply.into_control()
+}

@@ -1,0 +1,516 @@
+//! Configuration reload: `svc reload` (control socket) and SIGHUP.
+//!
+//! A reload re-reads the main file and its `conf.d/` drop-ins and validates them as a whole.
+//! An invalid configuration is refused: nothing changes, and the answer carries every error
+//! exactly as `svc validate` prints it. A valid one is compared section by section with the
+//! configuration in effect; each changed section in [`SECTIONS`] is handed to the subsystem
+//! that owns it, which applies it live. Keys that are read once at start
+//! ([`crate::config::live::RESTART_KEYS`]) are named in the answer and wait for a restart.
+//!
+//! Guarantees:
+//! - All or nothing: when a section cannot be applied (a file watcher that cannot start),
+//!   the sections applied before it, and it, are applied again with the configuration in
+//!   effect, the answer is an error, and the configuration in effect does not change.
+//! - One reload at a time (a second waits for the first).
+//! - Route handlers take no lock of the reload: live values sit in the handles that own
+//!   them (tokens, alert settings, detector thresholds, the incident window).
+//! - Every reload is audited (`actor` `reload`, `via` `control_socket` or `signal`, action
+//!   `config.reload`, outcome `ok`, `refused` or `error`) and logged; errors name keys, never
+//!   secret values.
+//!
+//! Adding a subsystem (firewall, threat, WAF, mail): give its handle to [`Handles`], add a
+//! [`Section`] whose `changed` compares its config section and whose `apply` calls the
+//! subsystem's own `reconfigure` with that section. Keys it cannot change live go into
+//! `RESTART_KEYS` instead.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+
+use super::collectors::{thresholds_of, LiveCollectors};
+use crate::api::audit::Entry;
+use crate::api::App;
+use crate::config::{self, Config, Live};
+
+/// What asked for the reload (the audit record's `via`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    ControlSocket,
+    Signal,
+}
+
+impl Trigger {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::ControlSocket => "control_socket",
+            Trigger::Signal => "signal",
+        }
+    }
+}
+
+/// Where the configuration comes from.
+#[derive(Clone, Debug)]
+pub enum Source {
+    /// The main file (drop-ins in `conf.d/` beside it).
+    File(PathBuf),
+    /// The embedded `--dev` configuration.
+    Dev,
+}
+
+impl Source {
+    fn load(&self) -> Result<Config, Vec<String>> {
+        match self {
+            Source::File(path) => {
+                config::load(path).map_err(|errs| errs.iter().map(|e| e.to_string()).collect())
+            }
+            Source::Dev => super::dev::config().map(|(c, _)| c).map_err(|e| vec![e]),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Source::File(p) => p.display().to_string(),
+            Source::Dev => "--dev".to_string(),
+        }
+    }
+}
+
+/// Handles of the running subsystems a reload reconfigures.
+pub struct Handles {
+    /// Tokens, sessions, audit, alerts and incidents (through `services`).
+    pub app: Arc<App>,
+    pub collectors: Arc<LiveCollectors>,
+}
+
+/// What applying sections did, beyond their names.
+#[derive(Debug, Default)]
+pub struct Effects {
+    /// Browser sessions ended because their creating admin token is gone.
+    pub sessions_ended: usize,
+}
+
+/// One configuration section a running subsystem takes live.
+pub struct Section {
+    /// Name in the reload answer (a dotted key or table).
+    pub name: &'static str,
+    /// Whether the section differs between two configurations.
+    pub changed: fn(&Config, &Config) -> bool,
+    /// Applies `cfg`'s section to the running subsystem.
+    pub apply: fn(&Handles, &Config, &mut Effects) -> Result<(), String>,
+}
+
+/// The sections applied live, in the order they are applied.
+pub static SECTIONS: &[Section] = &[
+    Section {
+        name: "webui.tokens",
+        changed: |a, b| a.effective_tokens() != b.effective_tokens(),
+        apply: apply_tokens,
+    },
+    Section {
+        name: "webui.metrics_token",
+        changed: |a, b| a.webui.metrics_token != b.webui.metrics_token,
+        apply: apply_tokens,
+    },
+    Section {
+        name: "thresholds",
+        changed: |a, b| thresholds_of(a) != thresholds_of(b),
+        apply: |h, c, _| {
+            h.collectors.set_thresholds(c);
+            Ok(())
+        },
+    },
+    Section {
+        name: "incidents.window_minutes",
+        changed: |a, b| a.engine.incident_window_minutes != b.engine.incident_window_minutes,
+        apply: |h, c, _| {
+            h.app
+                .services
+                .incidents
+                .set_window(Duration::from_secs(c.engine.incident_window_minutes * 60));
+            Ok(())
+        },
+    },
+    Section {
+        name: "findings.max_active",
+        changed: |a, b| a.engine.max_active_findings != b.engine.max_active_findings,
+        apply: |h, c, _| {
+            h.app
+                .services
+                .engine
+                .set_max_active(c.engine.max_active_findings);
+            Ok(())
+        },
+    },
+    Section {
+        name: "alerts",
+        changed: |a, b| a.alerts != b.alerts,
+        apply: |h, c, _| {
+            h.app
+                .services
+                .alerts
+                .reconfigure(&c.alerts)
+                .map_err(|e| format!("alerts: {e}"))
+        },
+    },
+    Section {
+        name: "files",
+        changed: |a, b| {
+            (
+                &a.engine.watch_roots,
+                &a.engine.watch_backend,
+                a.engine.auto_quarantine,
+            ) != (
+                &b.engine.watch_roots,
+                &b.engine.watch_backend,
+                b.engine.auto_quarantine,
+            )
+        },
+        apply: |h, c, _| h.collectors.restart_files(c),
+    },
+    Section {
+        name: "logs.auth",
+        changed: |a, b| a.engine.auth_logs != b.engine.auth_logs,
+        apply: |h, c, _| h.collectors.restart_auth(c),
+    },
+];
+
+fn apply_tokens(h: &Handles, c: &Config, fx: &mut Effects) -> Result<(), String> {
+    let app = &h.app;
+    app.tokens
+        .replace(&c.effective_tokens(), &c.webui.metrics_token);
+    let ended = app
+        .sessions
+        .end_created_by(|id| app.tokens.is_admin(id))
+        .map_err(|e| format!("cannot end the sessions of removed tokens: {e}"))?;
+    fx.sessions_ended += ended;
+    Ok(())
+}
+
+/// The outcome of one reload (the control-socket answer).
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub ok: bool,
+    /// Configuration errors (refused), one line each, as `svc validate` prints them.
+    pub errors: Vec<String>,
+    /// A section that could not be applied (everything was rolled back).
+    pub error: Option<String>,
+    pub changed: bool,
+    pub applied: Vec<&'static str>,
+    pub restart_required: Vec<&'static str>,
+    pub sessions_ended: usize,
+    pub config_hash: String,
+    pub sources: Vec<String>,
+}
+
+impl Outcome {
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({
+            "ok": self.ok,
+            "changed": self.changed,
+            "applied": self.applied,
+            "restart_required": self.restart_required,
+            "sessions_ended": self.sessions_ended,
+            "config_hash": self.config_hash,
+            "sources": self.sources,
+        });
+        if !self.errors.is_empty() {
+            v["errors"] = json!(self.errors);
+        }
+        if let Some(e) = &self.error {
+            v["error"] = json!(e);
+        }
+        v
+    }
+
+    /// One log line.
+    fn summary(&self) -> String {
+        if !self.errors.is_empty() {
+            return format!(
+                "refused: {} configuration error(s): {}",
+                self.errors.len(),
+                self.errors.join("; ")
+            );
+        }
+        if let Some(e) = &self.error {
+            return format!("failed and rolled back: {e}");
+        }
+        let mut s = if self.applied.is_empty() {
+            "no live change".to_string()
+        } else {
+            format!("applied {}", self.applied.join(", "))
+        };
+        if self.sessions_ended > 0 {
+            s.push_str(&format!(
+                "; ended {} browser session(s) of removed tokens",
+                self.sessions_ended
+            ));
+        }
+        if !self.restart_required.is_empty() {
+            s.push_str(&format!(
+                "; restart needed for {}",
+                self.restart_required.join(", ")
+            ));
+        }
+        s
+    }
+}
+
+/// Reloads the configuration on request.
+pub struct Reloader {
+    source: Source,
+    live: Arc<Live>,
+    handles: Handles,
+    one_at_a_time: Mutex<()>,
+}
+
+impl Reloader {
+    pub fn new(source: Source, live: Arc<Live>, handles: Handles) -> Reloader {
+        Reloader {
+            source,
+            live,
+            handles,
+            one_at_a_time: Mutex::new(()),
+        }
+    }
+
+    /// Re-reads, validates and applies the configuration.
+    pub fn reload(&self, trigger: Trigger) -> Outcome {
+        let _one = self.one_at_a_time.lock();
+        let current = self.live.current();
+        let mut out = Outcome {
+            config_hash: current.hash.clone(),
+            ..Outcome::default()
+        };
+        let next = match self.source.load() {
+            Ok(c) => Arc::new(c),
+            Err(errors) => {
+                out.errors = errors;
+                out.restart_required = self.live.restart_required();
+                self.live.refuse();
+                self.finish(trigger, &out, "refused");
+                return out;
+            }
+        };
+        out.sources = next
+            .sources
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        let due: Vec<&Section> = SECTIONS
+            .iter()
+            .filter(|s| (s.changed)(&current, &next))
+            .collect();
+        let mut fx = Effects::default();
+        for (i, s) in due.iter().enumerate() {
+            if let Err(e) = (s.apply)(&self.handles, &next, &mut fx) {
+                out.error = Some(format!("{}: {e}", s.name));
+                self.roll_back(&due[..=i], &current);
+                out.restart_required = self.live.restart_required();
+                self.live.refuse();
+                self.finish(trigger, &out, "error");
+                return out;
+            }
+            out.applied.push(s.name);
+        }
+        out.ok = true;
+        out.changed = current.hash != next.hash;
+        out.sessions_ended = fx.sessions_ended;
+        out.config_hash = next.hash.clone();
+        self.live.accept(next);
+        out.restart_required = self.live.restart_required();
+        self.finish(trigger, &out, "ok");
+        out
+    }
+
+    /// Applies the configuration in effect again to `sections` (newest first).
+    fn roll_back(&self, sections: &[&Section], current: &Config) {
+        let mut fx = Effects::default();
+        for s in sections.iter().rev() {
+            if let Err(e) = (s.apply)(&self.handles, current, &mut fx) {
+                log::error!(
+                    "reload: rolling back {} failed too: {e}; the daemon may need a restart",
+                    s.name
+                );
+            }
+        }
+    }
+
+    fn finish(&self, trigger: Trigger, out: &Outcome, outcome: &str) {
+        let line = format!(
+            "configuration reload ({}, {}): {}",
+            trigger.as_str(),
+            self.source.describe(),
+            out.summary()
+        );
+        if outcome == "ok" {
+            log::info!("{line}");
+        } else {
+            log::warn!("{line}");
+        }
+        let target = if outcome == "ok" {
+            let mut t = format!("applied={}", out.applied.join(","));
+            if !out.restart_required.is_empty() {
+                t.push_str(&format!(
+                    " restart_required={}",
+                    out.restart_required.join(",")
+                ));
+            }
+            t
+        } else if let Some(e) = &out.error {
+            e.clone()
+        } else {
+            format!("{} configuration error(s)", out.errors.len())
+        };
+        let app = &self.handles.app;
+        app.audit.record(Entry {
+            at: app.clock.now(),
+            actor: "reload",
+            via: trigger.as_str(),
+            action: "config.reload",
+            target: &target,
+            outcome,
+            remote_ip: "",
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{from_table, parse_str};
+
+    fn cfg(text: &str) -> Config {
+        from_table(&parse_str(text).unwrap(), vec![]).unwrap()
+    }
+
+    fn sections(a: &str, b: &str) -> (Vec<&'static str>, Vec<&'static str>) {
+        let (a, b) = (cfg(a), cfg(b));
+        let live: Vec<&str> = SECTIONS
+            .iter()
+            .filter(|s| (s.changed)(&a, &b))
+            .map(|s| s.name)
+            .collect();
+        (live, config::live::restart_required(&a, &b))
+    }
+
+    const T1: &str = "aaaaaaaaaaaaaaaaaaaa";
+    const T2: &str = "bbbbbbbbbbbbbbbbbbbb";
+
+    /// Every documented key is either applied live or reported as needing a restart: a
+    /// reload never ignores a change silently.
+    #[test]
+    fn every_key_is_applied_live_or_named_for_a_restart() {
+        let cases: &[(&str, &[&str])] = &[
+            ("state_path = \"/var/lib/other\"\n", &["state_path"]),
+            ("[webui]\nlisten = \"127.0.0.1:1\"\n", &["webui.listen"]),
+            (
+                "[webui]\ntls_cert = \"/c.pem\"\ntls_key = \"/k.pem\"\n",
+                &["webui.tls_cert", "webui.tls_key"],
+            ),
+            (
+                "[webui]\nmetrics_token = \"mmmmmmmmmmmmmmmmmmmm\"\n",
+                &["webui.metrics_token"],
+            ),
+            (
+                &format!("[webui]\nauth_token = {T1:?}\n"),
+                &["webui.tokens"],
+            ),
+            (
+                "[webui]\nsession_idle_minutes = 5\n",
+                &["webui.session_idle_minutes"],
+            ),
+            (
+                "[webui]\nsession_max_hours = 2\n",
+                &["webui.session_max_hours"],
+            ),
+            (
+                &format!("[[webui.tokens]]\nname = \"x\"\ntoken = {T2:?}\nscope = \"read\"\n"),
+                &["webui.tokens"],
+            ),
+            ("[webui.limits]\nmax_connections = 9\n", &["webui.limits.*"]),
+            ("[firewall]\nmode = \"full\"\n", &["firewall.*"]),
+            (
+                "[auto_response]\ndry_run = false\n",
+                &["auto_response.dry_run"],
+            ),
+            ("[logs]\nauth = [\"/x.log\"]\n", &["logs.auth"]),
+            ("[files]\nwatch = [\"/srv\"]\n", &["files"]),
+            ("[files]\nbackend = \"inotify\"\n", &["files"]),
+            ("[auto_response]\nquarantine = true\n", &["files"]),
+            ("[thresholds]\nauth_failures = 3\n", &["thresholds"]),
+            ("[thresholds]\nauth_window_seconds = 60\n", &["thresholds"]),
+            (
+                "[thresholds]\nauth_max_tracked_addresses = 100\n",
+                &["thresholds"],
+            ),
+            (
+                "[thresholds]\nauth_max_known_logins = 100\n",
+                &["thresholds"],
+            ),
+            (
+                "[thresholds]\nauth_new_address_mail = true\n",
+                &["thresholds"],
+            ),
+            (
+                "[checks]\ncritical_interval_min = 1\n",
+                &["checks.critical_interval_min"],
+            ),
+            (
+                "[checks]\ndeep_interval_min = 1\n",
+                &["checks.deep_interval_min"],
+            ),
+            ("[checks]\nroot = \"/srv\"\n", &["checks.root"]),
+            ("[checks]\nweb_roots = [\"/srv\"]\n", &["checks.web_roots"]),
+            (
+                "[incidents]\nwindow_minutes = 5\n",
+                &["incidents.window_minutes"],
+            ),
+            ("[findings]\nmax_active = 100\n", &["findings.max_active"]),
+            ("[alerts]\nmax_per_hour = 5\n", &["alerts"]),
+            ("[alerts]\nmin_severity = \"CRITICAL\"\n", &["alerts"]),
+            (
+                "[alerts.webhook]\nurl = \"https://h.example.com/x\"\n",
+                &["alerts"],
+            ),
+        ];
+        for (text, want) in cases {
+            let (live, restart) = sections("", text);
+            let all: Vec<&str> = live.iter().chain(restart.iter()).copied().collect();
+            assert_eq!(all, want.to_vec(), "{text}");
+        }
+        let (live, restart) = sections("", "");
+        assert!(live.is_empty() && restart.is_empty());
+    }
+
+    #[test]
+    fn outcome_json_and_summary() {
+        let o = Outcome {
+            ok: true,
+            changed: true,
+            applied: vec!["webui.tokens", "thresholds"],
+            restart_required: vec!["webui.listen"],
+            sessions_ended: 1,
+            config_hash: "ab".into(),
+            ..Outcome::default()
+        };
+        let v = o.to_json();
+        assert_eq!(v["applied"], json!(["webui.tokens", "thresholds"]));
+        assert_eq!(v["restart_required"], json!(["webui.listen"]));
+        assert!(v.get("errors").is_none() && v.get("error").is_none());
+        assert_eq!(
+            o.summary(),
+            "applied webui.tokens, thresholds; ended 1 browser session(s) of removed tokens; restart needed for webui.listen"
+        );
+        let refused = Outcome {
+            errors: vec!["thresholds.auth_failures: must be between 1 and 1000000".into()],
+            ..Outcome::default()
+        };
+        assert_eq!(refused.to_json()["ok"], false);
+        assert!(refused
+            .summary()
+            .starts_with("refused: 1 configuration error(s)"));
+    }
+}

@@ -1,0 +1,138 @@
+//! Block and allow lifetimes as operators type them (`4s`, `90s`, `15m`, `24h`, `7d`,
+//! `1h30m`) and the expiry phrase of `/api/v1/firewall/check` (`expires in 23h59m`).
+//!
+//! [`parse`] never panics on any input (fuzz target `firewall_input`).
+
+use std::time::Duration;
+
+/// Longest lifetime accepted: ten years.
+pub const MAX: Duration = Duration::from_secs(3650 * 86_400);
+
+/// Why a lifetime text was refused (the message names the text and the accepted forms).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DurationError(pub String);
+
+impl std::fmt::Display for DurationError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for DurationError {}
+
+/// Parses one or more `<number><unit>` parts, unit `s`, `m`, `h` or `d` (any case), between
+/// one second and ten years.
+pub fn parse(text: &str) -> Result<Duration, DurationError> {
+    parse_text(text).map_err(DurationError)
+}
+
+fn parse_text(text: &str) -> Result<Duration, String> {
+    let s = text.trim();
+    if s.is_empty() {
+        return Err("empty duration".into());
+    }
+    if s.len() > 32 {
+        return Err(format!("duration {s:?} is too long"));
+    }
+    let mut total: u64 = 0;
+    let mut num: Option<u64> = None;
+    for c in s.chars() {
+        if let Some(d) = c.to_digit(10) {
+            let n = num.unwrap_or(0);
+            num = Some(
+                n.checked_mul(10)
+                    .and_then(|n| n.checked_add(d as u64))
+                    .ok_or_else(|| format!("duration {s:?} is too long"))?,
+            );
+            continue;
+        }
+        let unit = match c.to_ascii_lowercase() {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            'd' => 86_400,
+            _ => {
+                return Err(format!(
+                    "invalid duration {s:?}: use a number and a unit s, m, h or d (4s, 90s, 15m, 24h, 7d)"
+                ))
+            }
+        };
+        let n = num.take().ok_or_else(|| {
+            format!("invalid duration {s:?}: a unit must follow a number (4s, 15m, 24h, 7d)")
+        })?;
+        total = n
+            .checked_mul(unit)
+            .and_then(|v| total.checked_add(v))
+            .ok_or_else(|| format!("duration {s:?} is too long"))?;
+    }
+    if num.is_some() {
+        return Err(format!(
+            "invalid duration {s:?}: the last number has no unit (s, m, h or d)"
+        ));
+    }
+    let d = Duration::from_secs(total);
+    if d.is_zero() {
+        return Err(format!("duration {s:?} must be at least one second"));
+    }
+    if d > MAX {
+        return Err(format!("duration {s:?} is longer than ten years"));
+    }
+    Ok(d)
+}
+
+/// Remaining time in two units at most, rounded down: `2d3h`, `23h59m`, `14m5s`, `9s`.
+pub fn phrase(secs: u64) -> String {
+    let (d, h, m, s) = (
+        secs / 86_400,
+        secs % 86_400 / 3600,
+        secs % 3600 / 60,
+        secs % 60,
+    );
+    if d > 0 {
+        format!("{d}d{h}h")
+    } else if h > 0 {
+        format!("{h}h{m}m")
+    } else if m > 0 {
+        format!("{m}m{s}s")
+    } else {
+        format!("{s}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operator_forms() {
+        let secs = |s: &str| parse(s).unwrap().as_secs();
+        assert_eq!(secs("4s"), 4);
+        assert_eq!(secs("90s"), 90);
+        assert_eq!(secs("15m"), 900);
+        assert_eq!(secs("24h"), 86_400);
+        assert_eq!(secs("7d"), 604_800);
+        assert_eq!(secs("1h30m"), 5400);
+        assert_eq!(secs(" 2D "), 172_800);
+    }
+
+    #[test]
+    fn refusals_say_why() {
+        assert!(parse("").unwrap_err().0.contains("empty"));
+        assert!(parse("10").unwrap_err().0.contains("no unit"));
+        assert!(parse("h").unwrap_err().0.contains("must follow"));
+        assert!(parse("5w").unwrap_err().0.contains("unit"));
+        assert!(parse("0s").unwrap_err().0.contains("at least"));
+        assert!(parse("3651d").unwrap_err().0.contains("ten years"));
+        assert!(parse("99999999999999999999s").is_err());
+        assert!(parse("-5s").is_err());
+    }
+
+    #[test]
+    fn phrases() {
+        assert_eq!(phrase(86_399), "23h59m");
+        assert_eq!(phrase(86_400 * 2 + 3 * 3600 + 5), "2d3h");
+        assert_eq!(phrase(845), "14m5s");
+        assert_eq!(phrase(9), "9s");
+        assert_eq!(phrase(0), "0s");
+    }
+}

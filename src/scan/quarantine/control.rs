@@ -1,0 +1,138 @@
+//! Restoring a stored quarantine entry (`svc quarantine restore ID`): load it from the
+//! store, put the file back through [`Quarantine::restore`], record the restore. Every handle
+//! it needs is passed in; the daemon's control-command table calls it through
+//! `watch::collectors`.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::clock::SharedClock;
+use crate::store::{Store, StoreError};
+use crate::text::escape_controls;
+
+use super::{Quarantine, QuarantineRecord};
+
+/// A restore that happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestoredEntry {
+    pub id: String,
+    /// As stored with the entry (lossy UTF-8 of the original path).
+    pub original_path: String,
+}
+
+/// Why a restore did not happen. Messages escape control and bidirectional characters of
+/// ids and paths.
+#[derive(Debug)]
+pub enum RestoreError {
+    NoEntry(String),
+    AlreadyRestored(String),
+    Store(StoreError),
+    UnreadableRecord {
+        id: String,
+        error: serde_json::Error,
+    },
+    /// The file system refused (the message names the path and, for a swapped directory,
+    /// the component).
+    Failed {
+        original_path: String,
+        error: io::Error,
+    },
+}
+
+impl fmt::Display for RestoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RestoreError::NoEntry(id) => {
+                write!(f, "no quarantine entry \"{}\"", escape_controls(id))
+            }
+            RestoreError::AlreadyRestored(id) => {
+                write!(f, "{} was already restored", escape_controls(id))
+            }
+            RestoreError::Store(e) => write!(f, "cannot read quarantine: {e}"),
+            RestoreError::UnreadableRecord { id, error } => write!(
+                f,
+                "quarantine record {} is unreadable: {error}",
+                escape_controls(id)
+            ),
+            // io errors from the quarantine already escape the paths they name.
+            RestoreError::Failed {
+                original_path,
+                error,
+            } => write!(
+                f,
+                "cannot restore {}: {error}",
+                escape_controls(original_path)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RestoreError {}
+
+/// Where restored content is trusted: the file watcher leaves that exact content at that
+/// path alone (`watch::analyzer::Restored`).
+pub trait TrustRestored {
+    /// Trust `sha256` at `path` (called before the file reappears).
+    fn trust(&self, path: PathBuf, sha256: String);
+    /// Withdraw that trust again (the restore failed).
+    fn forget(&self, path: &Path, sha256: &str);
+}
+
+/// Restores the quarantine entry `id`: the content is trusted at its path before the file
+/// reappears (and the trust withdrawn if the restore fails), then the file is put back and
+/// the entry marked restored at `clock.now()`. A failure to record the restore is logged
+/// (the file is back either way).
+pub fn restore_entry(
+    store: &Store,
+    quarantine: &Quarantine,
+    clock: &SharedClock,
+    id: &str,
+    trusted: &dyn TrustRestored,
+) -> Result<RestoredEntry, RestoreError> {
+    let entry = match store.read(|c| crate::store::quarantine::get(c, id)) {
+        Ok(Some(e)) => e,
+        Ok(None) => return Err(RestoreError::NoEntry(id.to_string())),
+        Err(e) => return Err(RestoreError::Store(e)),
+    };
+    if entry.restored_at.is_some() {
+        return Err(RestoreError::AlreadyRestored(id.to_string()));
+    }
+    let record: QuarantineRecord =
+        serde_json::from_value(entry.record.clone()).map_err(|error| {
+            RestoreError::UnreadableRecord {
+                id: id.to_string(),
+                error,
+            }
+        })?;
+    let path = record.original_path_buf().ok();
+    if let Some(p) = &path {
+        trusted.trust(p.clone(), record.sha256.clone());
+    }
+    if let Err(error) = quarantine.restore(&record) {
+        if let Some(p) = &path {
+            trusted.forget(p, &record.sha256);
+        }
+        return Err(RestoreError::Failed {
+            original_path: entry.original_path.clone(),
+            error,
+        });
+    }
+    let now = clock.now();
+    let idc = id.to_string();
+    if let Err(e) = store.write(move |c| crate::store::quarantine::mark_restored(c, &idc, now)) {
+        log::warn!(
+            "restored {} but could not record it: {e}",
+            escape_controls(id)
+        );
+    }
+    log::info!(
+        "restored {} from quarantine ({})",
+        escape_controls(&entry.original_path),
+        escape_controls(id)
+    );
+    Ok(RestoredEntry {
+        id: id.to_string(),
+        original_path: entry.original_path,
+    })
+}
