@@ -4,10 +4,12 @@
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use crate::findings::suppress;
 use crate::findings::{evidence, Finding, Severity};
+use crate::geoip::Geo;
 use crate::http::{Request, Response};
 use crate::store::{data as sdata, StoreError};
 use crate::timefmt::rfc3339;
@@ -16,8 +18,6 @@ use super::accounts::Users;
 use super::auth::Caller;
 use super::{fixes, App};
 
-/// Largest `limit` on `/findings/enriched`.
-pub const ENRICHED_MAX_LIMIT: u64 = 100_000;
 /// Dispatches listed in a finding's action history at most.
 pub const DETAIL_DISPATCHES: usize = 100;
 /// Audit entries sent at most (and the default).
@@ -72,35 +72,78 @@ pub(super) fn finding_object(f: &Finding) -> Map<String, Value> {
     }
 }
 
-/// Adds `geo`, `account` (derived from the path's owner when the finding has none),
-/// `fix` and, for checks that report an attacker, `block_ip`.
-fn enrich(app: &App, f: &Finding, users: &mut Option<Users>) -> Value {
-    let mut m = finding_object(f);
-    if let (Some(g), Some(ip)) = (&app.services.geoip, f.ip) {
-        if let Some(geo) = g.lookup(ip) {
-            m.insert("geo".into(), json!(geo));
-        }
-    }
-    if f.account.is_none() {
-        if let Some(name) = f.path.as_deref().and_then(|p| {
-            let users = users.get_or_insert_with(|| Users::load(app.services.jobs.context()));
-            users.owner_of(std::path::Path::new(p))
-        }) {
-            m.insert("account".into(), json!(name));
-        }
-    }
-    m.insert("fix".into(), json!(fixes::fix_for(&f.check)));
-    if evidence::reports_attacker_address(&f.check) {
-        if let Some(ip) = f.ip {
-            m.insert("block_ip".into(), json!(ip.to_string()));
-        }
-    }
-    Value::Object(m)
+/// One item of the enriched route: the finding's fields plus the enrichment.
+#[derive(Serialize)]
+struct Enriched<'a> {
+    #[serde(flatten)]
+    finding: &'a Finding,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    geo: Option<Geo>,
+    /// The owner of the path, for findings that name no account.
+    #[serde(rename = "account", skip_serializing_if = "Option::is_none")]
+    owner: Option<String>,
+    fix: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    block_ip: Option<String>,
 }
 
-/// `GET /api/v1/findings/enriched?limit=&fields=`.
+/// Adds `geo`, `account` (derived from the path's owner when the finding has none),
+/// `fix` and, for checks that report an attacker, `block_ip`.
+fn enrich<'a>(app: &App, f: &'a Finding, users: &mut Option<Users>) -> Enriched<'a> {
+    let geo = match (&app.services.geoip, f.ip) {
+        (Some(g), Some(ip)) => g.lookup(ip),
+        _ => None,
+    };
+    let owner = if f.account.is_none() {
+        f.path.as_deref().and_then(|p| {
+            let users = users.get_or_insert_with(|| Users::load(app.services.jobs.context()));
+            users.owner_of(std::path::Path::new(p))
+        })
+    } else {
+        None
+    };
+    let block_ip = evidence::reports_attacker_address(&f.check)
+        .then_some(f.ip)
+        .flatten()
+        .map(|ip| ip.to_string());
+    Enriched {
+        finding: f,
+        geo,
+        owner,
+        fix: fixes::fix_for(&f.check),
+        block_ip,
+    }
+}
+
+#[derive(Serialize)]
+struct CheckType {
+    count: u64,
+    severity: Severity,
+}
+
+#[derive(Serialize)]
+struct SeverityCounts {
+    critical: u64,
+    high: u64,
+    warning: u64,
+}
+
+#[derive(Serialize)]
+struct EnrichedPage<'a> {
+    items: Vec<Enriched<'a>>,
+    total: usize,
+    offset: usize,
+    limit: usize,
+    truncated: bool,
+    version: u64,
+    check_types: BTreeMap<&'a str, CheckType>,
+    severity_counts: SeverityCounts,
+}
+
+/// `GET /api/v1/findings/enriched?limit=&offset=&fields=`: a page of the active set in
+/// severity-then-newest order (`limit` 1-10,000, default 1,000), with totals, per-check and
+/// per-severity counts over all rows; `fields=version` answers `{version, total}` only.
 pub fn enriched(app: &App, req: &Request, _c: &Caller) -> Response {
-    let limit = tri!(int_param(req, "limit", 1, ENRICHED_MAX_LIMIT));
     match param(req, "fields").as_deref() {
         None => {}
         Some("version") => {
@@ -114,43 +157,48 @@ pub fn enriched(app: &App, req: &Request, _c: &Caller) -> Response {
             )
         }
     }
-    let (version, all, (critical, high, warning)) = app
-        .services
-        .engine
-        .with_active(|a| (a.version(), a.sorted(), a.severity_counts()));
-    let mut check_types: BTreeMap<&str, (u64, Severity)> = BTreeMap::new();
-    for f in &all {
-        let e = check_types
-            .entry(f.check.as_str())
-            .or_insert((0, f.severity));
-        e.0 += 1;
-        e.1 = e.1.max(f.severity);
-    }
-    let check_types: Map<String, Value> = check_types
-        .into_iter()
-        .map(|(k, (n, s))| (k.to_string(), json!({ "count": n, "severity": s })))
-        .collect();
-    let total = all.len();
-    let shown = limit.map_or(total, |l| (l as usize).min(total));
-    let mut users = None;
-    let items: Vec<Value> = all
+    let (offset, limit) = tri!(super::findings::paging(req));
+    let listing = app.services.engine.listing();
+    let snap = listing.snapshot();
+    let counts = snap.counts();
+    let check_types: BTreeMap<&str, CheckType> = counts
+        .by_check
         .iter()
-        .take(shown)
-        .map(|f| enrich(app, f, &mut users))
+        .filter_map(|(k, c)| {
+            c.highest().map(|severity| {
+                (
+                    k.as_str(),
+                    CheckType {
+                        count: c.total(),
+                        severity,
+                    },
+                )
+            })
+        })
         .collect();
-    let mut out = json!({
-        "items": items,
-        "total": total,
-        "version": version,
-        "check_types": check_types,
-        "severity_counts": { "critical": critical, "high": high, "warning": warning },
-    });
-    if let Some(l) = limit {
-        out["limit"] = json!(l);
-        out["offset"] = json!(0);
-        out["truncated"] = json!(total > shown);
-    }
-    Response::json(200, &out)
+    let (critical, high, warning) = snap.severity_counts();
+    let page = listing.page(offset, limit);
+    let total = listing.items().len();
+    let truncated = offset.saturating_add(page.len()) < total;
+    let mut users = None;
+    let items: Vec<Enriched<'_>> = page.iter().map(|f| enrich(app, f, &mut users)).collect();
+    Response::json(
+        200,
+        &EnrichedPage {
+            items,
+            total,
+            offset,
+            limit,
+            truncated,
+            version: snap.version(),
+            check_types,
+            severity_counts: SeverityCounts {
+                critical,
+                high,
+                warning,
+            },
+        },
+    )
 }
 
 fn action(at: Timestamp, kind: &str, mut extra: Map<String, Value>) -> (Timestamp, Value) {

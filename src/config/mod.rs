@@ -192,6 +192,8 @@ pub struct Engine {
     /// `incidents.window_minutes`: findings of one source within this window form one
     /// incident; an incident quiet this long is resolved.
     pub incident_window_minutes: u64,
+    /// `findings.max_active`: active findings kept at most (see `findings::engine`).
+    pub max_active_findings: usize,
 }
 
 impl Default for Engine {
@@ -215,6 +217,7 @@ impl Default for Engine {
             checks_root: PathBuf::from("/"),
             web_roots: None,
             incident_window_minutes: 60,
+            max_active_findings: crate::findings::engine::DEFAULT_MAX_ACTIVE,
         }
     }
 }
@@ -560,7 +563,17 @@ fn read_engine(root: &mut TableReader<'_>, errs: &mut Errors) -> Engine {
     let mut inc = root.table("incidents", errs);
     let incident_window_minutes = inc.int("window_minutes", 60, 1, 7 * 24 * 60, errs) as u64;
     inc.finish(errs);
+    let mut fi = root.table("findings", errs);
+    let max_active_findings = fi.int(
+        "max_active",
+        d.max_active_findings as i64,
+        10,
+        10_000_000,
+        errs,
+    ) as usize;
+    fi.finish(errs);
     Engine {
+        max_active_findings,
         incident_window_minutes,
         auth_logs,
         watch_roots,

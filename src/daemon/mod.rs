@@ -125,6 +125,7 @@ pub fn run(opts: Options) -> Result<(), String> {
     let clock = SystemClock::shared();
     let registry = Registry::new();
     let engine = Engine::new(clock.clone(), store.clone(), &registry, &cfg.state_path)?;
+    engine.set_max_active(cfg.engine.max_active_findings);
     engine.register_scheduled_checks(
         crate::checks::critical_checks()
             .iter()

@@ -134,6 +134,17 @@ pub static SECTIONS: &[Section] = &[
         },
     },
     Section {
+        name: "findings.max_active",
+        changed: |a, b| a.engine.max_active_findings != b.engine.max_active_findings,
+        apply: |h, c, _| {
+            h.app
+                .services
+                .engine
+                .set_max_active(c.engine.max_active_findings);
+            Ok(())
+        },
+    },
+    Section {
         name: "alerts",
         changed: |a, b| a.alerts != b.alerts,
         apply: |h, c, _| {
@@ -457,6 +468,7 @@ mod tests {
                 "[incidents]\nwindow_minutes = 5\n",
                 &["incidents.window_minutes"],
             ),
+            ("[findings]\nmax_active = 100\n", &["findings.max_active"]),
             ("[alerts]\nmax_per_hour = 5\n", &["alerts"]),
             ("[alerts]\nmin_severity = \"CRITICAL\"\n", &["alerts"]),
             (

@@ -1,6 +1,24 @@
 //! The active set: current findings keyed by (check, message).
+//!
+//! The dispatcher owns the one mutable [`ActiveSet`]; everyone else reads immutable
+//! [`Snapshot`]s of it. Guarantees:
+//! - Taking a snapshot copies 64 pointers ([`ActiveSet::snapshot`]); a snapshot never
+//!   changes afterwards, so readers need no lock while they walk, sort or serialise it.
+//! - The set is split into 4,096 shards (64 groups of 64) by a per-process random hash of the
+//!   key, each behind an `Arc`. A change copies only the shards (and groups) it touches that
+//!   a live snapshot still shares ("copy on write"): a dispatched batch of `b` findings over
+//!   `n` active ones costs about `min(b, 4096) * n / 4096` entry copies, not `n`.
+//! - Counts per severity and per check (with the findings that name no account) are kept
+//!   up to date on every change, so status and the enriched route read them without a walk.
+//! - The set is bounded ([`ActiveSet::evict_over`]): event findings (from checks that are
+//!   not scheduled: log and file-watcher detections) leave first, least recently dispatched
+//!   first; condition findings (scheduled checks, resolved when their check completes) leave
+//!   only when no event finding is left, in the same order.
 
-use std::collections::HashMap;
+use std::borrow::Borrow;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::hash::{BuildHasher, Hash, Hasher, RandomState};
+use std::sync::Arc;
 
 use jiff::Timestamp;
 
@@ -26,138 +44,586 @@ pub fn merge_into(e: &mut Finding, f: &Finding) {
     }
 }
 
-/// Current findings. A repeat of the same (check, message) merges: `first_seen` stays,
-/// `last_seen` moves, `count` grows, and severity, details and context take the newest values.
-#[derive(Default)]
-pub struct ActiveSet {
-    by_key: HashMap<(String, String), Finding>,
-    /// Bumped on every change; clients poll it to detect changes cheaply.
+/// Orders findings as the API lists them: severity (highest first), then newest
+/// `last_seen`, then check and message (a total order, so pages are stable).
+pub fn listing_order(a: &Finding, b: &Finding) -> std::cmp::Ordering {
+    b.severity
+        .cmp(&a.severity)
+        .then(b.last_seen.cmp(&a.last_seen))
+        .then_with(|| a.check.cmp(&b.check))
+        .then_with(|| a.message.cmp(&b.message))
+}
+
+/// The key of an entry: (check, message).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Key {
+    pub check: Box<str>,
+    pub message: Box<str>,
+}
+
+impl Key {
+    pub fn of(f: &Finding) -> Key {
+        Key {
+            check: f.check.as_str().into(),
+            message: f.message.as_str().into(),
+        }
+    }
+}
+
+/// A borrowed view of a key, so lookups by `(&str, &str)` allocate nothing.
+trait KeyView {
+    fn parts(&self) -> (&str, &str);
+}
+
+impl KeyView for Key {
+    fn parts(&self) -> (&str, &str) {
+        (&self.check, &self.message)
+    }
+}
+
+impl KeyView for (&str, &str) {
+    fn parts(&self) -> (&str, &str) {
+        (self.0, self.1)
+    }
+}
+
+impl Hash for dyn KeyView + '_ {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.parts().hash(h);
+    }
+}
+
+impl PartialEq for dyn KeyView + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn KeyView + '_ {}
+
+/// A shared key; hashes and compares as its (check, message).
+#[derive(Clone, Debug)]
+struct KeyRef(Arc<Key>);
+
+impl Hash for KeyRef {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.0.parts().hash(h);
+    }
+}
+
+impl PartialEq for KeyRef {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.parts() == other.0.parts()
+    }
+}
+
+impl Eq for KeyRef {}
+
+impl<'a> Borrow<dyn KeyView + 'a> for KeyRef {
+    fn borrow(&self) -> &(dyn KeyView + 'a) {
+        &*self.0
+    }
+}
+
+/// One entry.
+#[derive(Clone)]
+struct Slot {
+    finding: Arc<Finding>,
+    /// Dispatch sequence of the latest merge: recency for eviction.
+    seq: u64,
+    /// An event finding (see the module docs), as opposed to a condition finding.
+    event: bool,
+}
+
+type Shard = HashMap<KeyRef, Slot>;
+type Group = Vec<Arc<Shard>>;
+
+const GROUP_BITS: u32 = 6;
+const SHARD_BITS: u32 = 6;
+const GROUPS: usize = 1 << GROUP_BITS;
+const PER_GROUP: usize = 1 << SHARD_BITS;
+
+/// Counts of one check's active findings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CheckCounts {
+    /// By severity level (0 WARNING, 1 HIGH, 2 CRITICAL).
+    pub by_level: [u64; 3],
+    /// Findings that name no account.
+    pub unattributed: u64,
+}
+
+impl CheckCounts {
+    pub fn total(&self) -> u64 {
+        self.by_level.iter().sum()
+    }
+
+    /// The highest severity present, if any.
+    pub fn highest(&self) -> Option<Severity> {
+        (0..3u8)
+            .rev()
+            .find(|l| self.by_level[*l as usize] > 0)
+            .and_then(Severity::from_level)
+    }
+}
+
+/// Counts over the whole set.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// By severity level (0 WARNING, 1 HIGH, 2 CRITICAL).
+    pub by_level: [u64; 3],
+    pub by_check: BTreeMap<String, CheckCounts>,
+}
+
+impl Counts {
+    fn add(&mut self, f: &Finding, n: i64) {
+        let l = f.severity.level() as usize;
+        let apply = |v: &mut u64| *v = v.saturating_add_signed(n);
+        apply(&mut self.by_level[l]);
+        if !self.by_check.contains_key(f.check.as_str()) {
+            self.by_check
+                .insert(f.check.clone(), CheckCounts::default());
+        }
+        let Some(c) = self.by_check.get_mut(f.check.as_str()) else {
+            return;
+        };
+        apply(&mut c.by_level[l]);
+        if f.account.is_none() {
+            apply(&mut c.unattributed);
+        }
+        if c.total() == 0 {
+            self.by_check.remove(f.check.as_str());
+        }
+    }
+}
+
+/// An immutable view of the active set at one version.
+pub struct Snapshot {
+    groups: Vec<Arc<Group>>,
+    hasher: RandomState,
+    len: usize,
     version: u64,
+    merges: u64,
+    counts: Arc<Counts>,
+}
+
+impl Snapshot {
+    /// The number of active findings.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bumped on every change of the set.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
     /// Merges of a repeat into an existing entry, since start.
-    pub merges: u64,
+    pub fn merges(&self) -> u64 {
+        self.merges
+    }
+
+    /// Counts by severity and by check.
+    pub fn counts(&self) -> &Counts {
+        &self.counts
+    }
+
+    /// (critical, high, warning).
+    pub fn severity_counts(&self) -> (u64, u64, u64) {
+        let l = self.counts.by_level;
+        (l[2], l[1], l[0])
+    }
+
+    pub fn get(&self, check: &str, message: &str) -> Option<&Finding> {
+        self.get_arc(check, message).map(|a| &**a)
+    }
+
+    /// The entry as a shared pointer (no copy).
+    pub fn get_arc(&self, check: &str, message: &str) -> Option<&Arc<Finding>> {
+        let view: &dyn KeyView = &(check, message);
+        let i = shard_of(&self.hasher, view);
+        self.groups[i >> SHARD_BITS][i & (PER_GROUP - 1)]
+            .get(view)
+            .map(|s| &s.finding)
+    }
+
+    /// Every entry, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &Finding> {
+        self.iter_arc().map(|a| &**a)
+    }
+
+    /// Every entry as a shared pointer, in no particular order.
+    pub fn iter_arc(&self) -> impl Iterator<Item = &Arc<Finding>> {
+        self.groups
+            .iter()
+            .flat_map(|g| g.iter())
+            .flat_map(|s| s.values())
+            .map(|s| &s.finding)
+    }
+
+    /// The entries `[offset, offset + limit)` in [`listing_order`], without sorting the
+    /// others: two selections (everything before `offset` moves left of it, everything after
+    /// the page right of it), then a sort of the page. Costs one walk of the set, `O(n)`
+    /// comparisons and `O(limit log limit)` for the page, whatever the offset.
+    pub fn page(&self, offset: usize, limit: usize) -> Vec<&Finding> {
+        let mut all: Vec<&Finding> = self.iter().collect();
+        let end = offset.saturating_add(limit).min(all.len());
+        if offset >= end {
+            return Vec::new();
+        }
+        let cmp = |a: &&Finding, b: &&Finding| listing_order(a, b);
+        if offset > 0 {
+            all.select_nth_unstable_by(offset, cmp);
+        }
+        let rest = &mut all[offset..];
+        if end - offset < rest.len() {
+            rest.select_nth_unstable_by(end - offset - 1, cmp);
+        }
+        let page = &mut all[offset..end];
+        page.sort_unstable_by(cmp);
+        page.to_vec()
+    }
+
+    /// Every entry in [`listing_order`] (copies; for tests and small sets).
+    pub fn sorted(&self) -> Vec<Finding> {
+        self.page(0, self.len).into_iter().cloned().collect()
+    }
+}
+
+fn shard_of(hasher: &RandomState, key: &dyn KeyView) -> usize {
+    (hasher.hash_one(key) as usize) & (GROUPS * PER_GROUP - 1)
+}
+
+/// What one change did to the set (for the store and the listeners).
+#[derive(Debug, Default)]
+pub struct Removed {
+    pub keys: Vec<Arc<Key>>,
+}
+
+/// The mutable active set (owned by the dispatcher). See the module docs.
+pub struct ActiveSet {
+    groups: Vec<Arc<Group>>,
+    hasher: RandomState,
+    len: usize,
+    version: u64,
+    merges: u64,
+    counts: Arc<Counts>,
+    next_seq: u64,
+    /// Recency queues (oldest first) of event and condition entries. Entries are not removed
+    /// when they merge again or leave: a queued (seq, key) whose entry has another seq, or
+    /// none, is stale and skipped. Rebuilt when more than half is stale.
+    recency: [VecDeque<(u64, Arc<Key>)>; 2],
+    /// Live entries per kind: [condition, event].
+    kinds: [usize; 2],
+    /// Keys per check (for the resolution of a completed check without a walk).
+    by_check: HashMap<Box<str>, HashSet<KeyRef>>,
+}
+
+impl Default for ActiveSet {
+    fn default() -> Self {
+        ActiveSet {
+            groups: (0..GROUPS)
+                .map(|_| Arc::new((0..PER_GROUP).map(|_| Arc::new(Shard::new())).collect()))
+                .collect(),
+            hasher: RandomState::new(),
+            len: 0,
+            version: 0,
+            merges: 0,
+            counts: Arc::new(Counts::default()),
+            next_seq: 0,
+            recency: [VecDeque::new(), VecDeque::new()],
+            kinds: [0, 0],
+            by_check: HashMap::new(),
+        }
+    }
 }
 
 impl ActiveSet {
-    pub fn load(findings: Vec<Finding>) -> ActiveSet {
+    /// A set holding `findings` (all taken as event findings until [`classify`] runs),
+    /// oldest `last_seen` first in the recency order.
+    ///
+    /// [`classify`]: ActiveSet::classify
+    pub fn load(mut findings: Vec<Finding>) -> ActiveSet {
         let mut s = ActiveSet::default();
+        findings.sort_by_key(|f| f.last_seen);
         for f in findings {
-            s.by_key.insert((f.check.clone(), f.message.clone()), f);
+            s.insert_new(Arc::new(f), true);
         }
         s.version = 1;
         s
     }
 
-    /// Merges one dispatched finding; returns the merged entry.
-    pub fn merge(&mut self, f: &Finding) -> Finding {
+    /// Marks each entry an event finding when `is_event(check)`, else a condition finding,
+    /// and rebuilds the recency order (by `last_seen`, oldest first).
+    pub fn classify(&mut self, is_event: impl Fn(&str) -> bool) {
+        let mut all: Vec<(Timestamp, u64, KeyRef, bool)> = Vec::with_capacity(self.len);
+        for g in &self.groups {
+            for sh in g.iter() {
+                for (k, s) in sh.iter() {
+                    all.push((s.finding.last_seen, s.seq, k.clone(), is_event(&k.0.check)));
+                }
+            }
+        }
+        all.sort_by_key(|(t, seq, _, _)| (*t, *seq));
+        self.recency = [VecDeque::new(), VecDeque::new()];
+        self.kinds = [0, 0];
+        for (_, _, k, event) in all {
+            let seq = self.bump_seq();
+            if let Some(slot) = self.slot_mut(&k) {
+                slot.seq = seq;
+                slot.event = event;
+            }
+            self.kinds[usize::from(event)] += 1;
+            self.recency[usize::from(event)].push_back((seq, k.0));
+        }
+    }
+
+    fn bump_seq(&mut self) -> u64 {
+        self.next_seq += 1;
+        self.next_seq
+    }
+
+    fn shard_index(&self, key: &dyn KeyView) -> usize {
+        shard_of(&self.hasher, key)
+    }
+
+    /// The shard of `key` for writing (copied first if a snapshot shares it).
+    fn shard_mut(&mut self, key: &dyn KeyView) -> &mut Shard {
+        let i = self.shard_index(key);
+        let group = Arc::make_mut(&mut self.groups[i >> SHARD_BITS]);
+        Arc::make_mut(&mut group[i & (PER_GROUP - 1)])
+    }
+
+    fn shard(&self, key: &dyn KeyView) -> &Shard {
+        let i = self.shard_index(key);
+        &self.groups[i >> SHARD_BITS][i & (PER_GROUP - 1)]
+    }
+
+    fn slot_mut(&mut self, key: &KeyRef) -> Option<&mut Slot> {
+        let view: &dyn KeyView = &*key.0;
+        self.shard_mut(view).get_mut(view)
+    }
+
+    fn insert_new(&mut self, f: Arc<Finding>, event: bool) -> Arc<Key> {
+        let key = Arc::new(Key::of(&f));
+        let seq = self.bump_seq();
+        Arc::make_mut(&mut self.counts).add(&f, 1);
+        self.by_check
+            .entry(key.check.clone())
+            .or_default()
+            .insert(KeyRef(key.clone()));
+        let view: &dyn KeyView = &*key;
+        self.shard_mut(view).insert(
+            KeyRef(key.clone()),
+            Slot {
+                finding: f,
+                seq,
+                event,
+            },
+        );
+        self.recency[usize::from(event)].push_back((seq, key.clone()));
+        self.kinds[usize::from(event)] += 1;
+        self.len += 1;
+        key
+    }
+
+    /// Merges one dispatched finding (`event` says its kind when it is new); returns the
+    /// entry after the merge and whether it was new.
+    pub fn merge(&mut self, f: Arc<Finding>, event: bool) -> (Arc<Finding>, bool) {
         self.version += 1;
-        let key = (f.check.clone(), f.message.clone());
-        match self.by_key.get_mut(&key) {
-            Some(e) => {
-                self.merges += 1;
-                merge_into(e, f);
-                e.clone()
+        let seq = self.bump_seq();
+        let view: &dyn KeyView = &(f.check.as_str(), f.message.as_str());
+        let found = self
+            .shard(view)
+            .get_key_value(view)
+            .map(|(k, s)| (k.0.clone(), s.finding.clone(), s.event));
+        let Some((key, old, kind)) = found else {
+            self.insert_new(f.clone(), event);
+            return (f, true);
+        };
+        self.merges += 1;
+        let mut merged = (*old).clone();
+        merge_into(&mut merged, &f);
+        let merged = Arc::new(merged);
+        {
+            let counts = Arc::make_mut(&mut self.counts);
+            counts.add(&old, -1);
+            counts.add(&merged, 1);
+        }
+        let view: &dyn KeyView = &*key;
+        if let Some(slot) = self.shard_mut(view).get_mut(view) {
+            slot.finding = merged.clone();
+            slot.seq = seq;
+        }
+        self.recency[usize::from(kind)].push_back((seq, key));
+        self.compact(kind);
+        (merged, false)
+    }
+
+    /// Removes one entry; returns its key when it was present.
+    fn remove_key(&mut self, check: &str, message: &str) -> Option<Arc<Key>> {
+        let view: &dyn KeyView = &(check, message);
+        let shard = self.shard_mut(view);
+        let (k, slot) = shard.remove_entry(view)?;
+        if shard.capacity() > 64 && shard.len() * 4 < shard.capacity() {
+            shard.shrink_to_fit();
+        }
+        Arc::make_mut(&mut self.counts).add(&slot.finding, -1);
+        if let Some(set) = self.by_check.get_mut(&k.0.check) {
+            set.remove(&k);
+            if set.is_empty() {
+                self.by_check.remove(&k.0.check);
             }
-            None => {
-                self.by_key.insert(key, f.clone());
-                f.clone()
+        }
+        self.kinds[usize::from(slot.event)] -= 1;
+        self.len -= 1;
+        self.compact(slot.event);
+        Some(k.0)
+    }
+
+    /// Removes the given keys; returns the keys that were present.
+    pub fn remove<'a>(&mut self, keys: impl IntoIterator<Item = (&'a str, &'a str)>) -> Removed {
+        let mut out = Removed::default();
+        for (c, m) in keys {
+            if let Some(k) = self.remove_key(c, m) {
+                out.keys.push(k);
             }
         }
-    }
-
-    /// Removes entries of `check` whose message is not in `keep`; returns removed keys.
-    pub fn resolve_check(&mut self, check: &str, keep: &[String]) -> Vec<(String, String)> {
-        let gone: Vec<(String, String)> = self
-            .by_key
-            .keys()
-            .filter(|(c, m)| c == check && !keep.contains(m))
-            .cloned()
-            .collect();
-        for k in &gone {
-            self.by_key.remove(k);
-        }
-        if !gone.is_empty() {
+        if !out.keys.is_empty() {
             self.version += 1;
         }
-        gone
+        out
     }
 
-    /// Removes entries whose last_seen is before `cutoff` and whose check satisfies `pred`.
-    pub fn expire(
-        &mut self,
-        cutoff: Timestamp,
-        pred: impl Fn(&str) -> bool,
-    ) -> Vec<(String, String)> {
-        let gone: Vec<(String, String)> = self
-            .by_key
+    /// Removes entries of `check` whose message is not in `keep`; returns the removed keys.
+    pub fn resolve_check(&mut self, check: &str, keep: &[String]) -> Removed {
+        let gone: Vec<Arc<Key>> = match self.by_check.get(check) {
+            Some(keys) => keys
+                .iter()
+                .filter(|k| !keep.iter().any(|m| **m == *k.0.message))
+                .map(|k| k.0.clone())
+                .collect(),
+            None => Vec::new(),
+        };
+        self.remove(gone.iter().map(|k| (&*k.check, &*k.message)))
+    }
+
+    /// Removes event findings whose `last_seen` is before `cutoff` (one walk of the set).
+    pub fn expire(&mut self, cutoff: Timestamp) -> Removed {
+        let gone: Vec<Arc<Key>> = self
+            .groups
             .iter()
-            .filter(|(k, f)| f.last_seen < cutoff && pred(&k.0))
-            .map(|(k, _)| k.clone())
+            .flat_map(|g| g.iter())
+            .flat_map(|s| s.iter())
+            .filter(|(_, s)| s.event && s.finding.last_seen < cutoff)
+            .map(|(k, _)| k.0.clone())
             .collect();
-        for k in &gone {
-            self.by_key.remove(k);
-        }
-        if !gone.is_empty() {
-            self.version += 1;
-        }
-        gone
+        self.remove(gone.iter().map(|k| (&*k.check, &*k.message)))
     }
 
-    /// Removes the given keys; returns how many were present.
-    pub fn remove(&mut self, keys: &[(String, String)]) -> usize {
-        let n = keys
+    /// While more than `max` entries are active, removes the least recently dispatched
+    /// event finding, or the least recently dispatched condition finding when no event
+    /// finding is left. Returns the removed keys.
+    pub fn evict_over(&mut self, max: usize) -> Removed {
+        let mut out = Removed::default();
+        while self.len > max {
+            let kind = usize::from(self.kinds[1] > 0);
+            let Some((seq, key)) = self.recency[kind].pop_front() else {
+                break;
+            };
+            let view: &dyn KeyView = &*key;
+            let live = self
+                .shard(view)
+                .get(view)
+                .is_some_and(|s| s.seq == seq && usize::from(s.event) == kind);
+            if live {
+                if let Some(k) = self.remove_key(&key.check, &key.message) {
+                    out.keys.push(k);
+                }
+            }
+        }
+        if !out.keys.is_empty() {
+            self.version += 1;
+        }
+        out
+    }
+
+    /// Rebuilds a recency queue when more than half of it is stale.
+    fn compact(&mut self, event: bool) {
+        let kind = usize::from(event);
+        if self.recency[kind].len() <= 2 * self.kinds[kind] + 1024 {
+            return;
+        }
+        let mut live: Vec<(u64, Arc<Key>)> = self
+            .groups
             .iter()
-            .filter(|k| self.by_key.remove(*k).is_some())
-            .count();
-        if n > 0 {
-            self.version += 1;
-        }
-        n
+            .flat_map(|g| g.iter())
+            .flat_map(|s| s.iter())
+            .filter(|(_, s)| s.event == event)
+            .map(|(k, s)| (s.seq, k.0.clone()))
+            .collect();
+        live.sort_unstable_by_key(|(seq, _)| *seq);
+        self.recency[kind] = live.into();
     }
 
-    /// Entries ordered by severity (highest first), then newest first.
-    pub fn sorted(&self) -> Vec<Finding> {
-        let mut v: Vec<Finding> = self.by_key.values().cloned().collect();
-        v.sort_by(|a, b| {
-            b.severity
-                .cmp(&a.severity)
-                .then(b.last_seen.cmp(&a.last_seen))
-                .then(a.check.cmp(&b.check))
-                .then(a.message.cmp(&b.message))
-        });
-        v
+    /// An immutable view of the set now (copies 64 pointers).
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            groups: self.groups.clone(),
+            hasher: self.hasher.clone(),
+            len: self.len,
+            version: self.version,
+            merges: self.merges,
+            counts: self.counts.clone(),
+        }
     }
 
     pub fn get(&self, check: &str, message: &str) -> Option<&Finding> {
-        self.by_key.get(&(check.to_string(), message.to_string()))
+        let view: &dyn KeyView = &(check, message);
+        self.shard(view).get(view).map(|s| &*s.finding)
+    }
+
+    /// Whether the entry of (check, message) is an event finding.
+    pub fn is_event(&self, check: &str, message: &str) -> Option<bool> {
+        let view: &dyn KeyView = &(check, message);
+        self.shard(view).get(view).map(|s| s.event)
     }
 
     pub fn len(&self) -> usize {
-        self.by_key.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_key.is_empty()
+        self.len == 0
     }
 
     pub fn version(&self) -> u64 {
         self.version
     }
 
-    /// Counts by severity: (critical, high, warning).
-    pub fn severity_counts(&self) -> (u64, u64, u64) {
-        let mut c = (0, 0, 0);
-        for f in self.by_key.values() {
-            match f.severity {
-                Severity::Critical => c.0 += 1,
-                Severity::High => c.1 += 1,
-                Severity::Warning => c.2 += 1,
-            }
-        }
-        c
+    /// Marks a change made outside [`merge`](Self::merge) and the removals.
+    pub fn bump_version(&mut self) {
+        self.version += 1;
     }
 
+    pub fn merges(&self) -> u64 {
+        self.merges
+    }
+
+    pub fn counts(&self) -> &Counts {
+        &self.counts
+    }
+
+    /// Every entry, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = &Finding> {
-        self.by_key.values()
+        self.groups
+            .iter()
+            .flat_map(|g| g.iter())
+            .flat_map(|s| s.values())
+            .map(|s| &*s.finding)
     }
 }
 
@@ -165,33 +631,149 @@ impl ActiveSet {
 mod tests {
     use super::*;
 
-    fn f(check: &str, msg: &str, sev: Severity, t: i64) -> Finding {
-        Finding::new(check, sev, msg, Timestamp::from_second(t).unwrap())
+    fn f(check: &str, msg: &str, sev: Severity, t: i64) -> Arc<Finding> {
+        Arc::new(Finding::new(
+            check,
+            sev,
+            msg,
+            Timestamp::from_second(t).unwrap(),
+        ))
+    }
+
+    fn keys(r: &Removed) -> Vec<String> {
+        let mut v: Vec<String> = r.keys.iter().map(|k| k.message.to_string()).collect();
+        v.sort();
+        v
     }
 
     #[test]
     fn merge_keeps_first_seen_and_counts() {
         let mut s = ActiveSet::default();
-        s.merge(&f("a", "m", Severity::High, 10));
-        let e = s.merge(&f("a", "m", Severity::Critical, 20));
+        s.merge(f("a", "m", Severity::High, 10), true);
+        let (e, new) = s.merge(f("a", "m", Severity::Critical, 20), true);
+        assert!(!new);
         assert_eq!(e.count, 2);
         assert_eq!(e.first_seen.as_second(), 10);
         assert_eq!(e.last_seen.as_second(), 20);
         assert_eq!(e.severity, Severity::Critical);
         assert_eq!(s.len(), 1);
-        assert_eq!(s.merges, 1);
+        assert_eq!(s.merges(), 1);
+        assert_eq!(s.counts().by_level, [0, 0, 1]);
+        assert_eq!(s.counts().by_check["a"].by_level, [0, 0, 1]);
+        assert_eq!(s.counts().by_check["a"].unattributed, 1);
     }
 
     #[test]
     fn resolve_and_expire() {
         let mut s = ActiveSet::default();
-        s.merge(&f("c", "keep", Severity::High, 10));
-        s.merge(&f("c", "gone", Severity::High, 10));
-        s.merge(&f("other", "x", Severity::Warning, 10));
-        assert_eq!(s.resolve_check("c", &["keep".to_string()]).len(), 1);
+        s.merge(f("c", "keep", Severity::High, 10), false);
+        s.merge(f("c", "gone", Severity::High, 10), false);
+        s.merge(f("other", "x", Severity::Warning, 10), true);
+        assert_eq!(keys(&s.resolve_check("c", &["keep".to_string()])), ["gone"]);
         assert_eq!(s.len(), 2);
-        let gone = s.expire(Timestamp::from_second(11).unwrap(), |c| c == "other");
-        assert_eq!(gone, vec![("other".to_string(), "x".to_string())]);
-        assert_eq!(s.sorted()[0].message, "keep");
+        let gone = s.expire(Timestamp::from_second(11).unwrap());
+        assert_eq!(keys(&gone), ["x"], "only event findings expire");
+        assert_eq!(s.snapshot().sorted()[0].message, "keep");
+        assert_eq!(s.counts().by_check.len(), 1);
+    }
+
+    #[test]
+    fn a_snapshot_never_changes_and_shares_untouched_shards() {
+        let mut s = ActiveSet::default();
+        for i in 0..10_000 {
+            s.merge(f("c", &format!("m{i}"), Severity::Warning, i), true);
+        }
+        let before = s.snapshot();
+        let v = before.version();
+        s.merge(f("c", "m5", Severity::Critical, 99_999), true);
+        s.merge(f("c", "new", Severity::High, 99_999), true);
+        s.remove([("c", "m7")]);
+        // The old snapshot still shows the old state.
+        assert_eq!(before.version(), v);
+        assert_eq!(before.len(), 10_000);
+        assert_eq!(before.get("c", "m5").unwrap().severity, Severity::Warning);
+        assert!(before.get("c", "new").is_none());
+        assert!(before.get("c", "m7").is_some());
+        assert_eq!(before.severity_counts(), (0, 0, 10_000));
+        // The new one shows the new state.
+        let after = s.snapshot();
+        assert!(after.version() > v);
+        assert_eq!(after.len(), 10_000);
+        assert_eq!(after.get("c", "m5").unwrap().count, 2);
+        assert_eq!(after.severity_counts(), (1, 1, 9_998));
+        // Only the touched shards were copied.
+        let shared = before
+            .groups
+            .iter()
+            .flat_map(|g| g.iter())
+            .zip(after.groups.iter().flat_map(|g| g.iter()))
+            .filter(|(a, b)| Arc::ptr_eq(a, b))
+            .count();
+        assert!(shared >= GROUPS * PER_GROUP - 3, "{shared}");
+    }
+
+    #[test]
+    fn pages_follow_the_listing_order() {
+        let mut s = ActiveSet::default();
+        for i in 0..500i64 {
+            let sev = Severity::from_level((i % 3) as u8).unwrap();
+            s.merge(f("c", &format!("m{i:03}"), sev, i % 17), true);
+        }
+        let snap = s.snapshot();
+        let all = snap.sorted();
+        assert_eq!(all.len(), 500);
+        assert!(all.windows(2).all(|w| listing_order(&w[0], &w[1]).is_lt()));
+        for (offset, limit) in [(0, 10), (10, 10), (495, 10), (500, 1), (0, 1000), (123, 77)] {
+            let page: Vec<Finding> = snap.page(offset, limit).into_iter().cloned().collect();
+            let want: Vec<Finding> = all.iter().skip(offset).take(limit).cloned().collect();
+            assert_eq!(page, want, "{offset} {limit}");
+        }
+    }
+
+    #[test]
+    fn eviction_takes_the_least_recent_event_findings_first() {
+        let mut s = ActiveSet::default();
+        s.merge(f("cond", "c1", Severity::High, 1), false);
+        for i in 0..5 {
+            s.merge(f("ev", &format!("e{i}"), Severity::High, 1), true);
+        }
+        // e0 dispatched again: now the most recent.
+        s.merge(f("ev", "e0", Severity::High, 2), true);
+        assert_eq!(keys(&s.evict_over(4)), ["e1", "e2"]);
+        assert_eq!(s.len(), 4);
+        assert!(s.get("ev", "e0").is_some());
+        // Condition findings leave only when no event finding is left.
+        assert_eq!(keys(&s.evict_over(1)), ["e0", "e3", "e4"]);
+        assert!(s.get("cond", "c1").is_some());
+        assert_eq!(keys(&s.evict_over(0)), ["c1"]);
+        assert!(s.is_empty());
+        assert_eq!(*s.counts(), Counts::default());
+    }
+
+    #[test]
+    fn recency_queues_stay_small_under_repeats() {
+        let mut s = ActiveSet::default();
+        for i in 0..100_000 {
+            s.merge(f("ev", &format!("e{}", i % 10), Severity::High, i), true);
+        }
+        assert!(
+            s.recency[1].len() <= 2 * 10 + 1024 + 1,
+            "{}",
+            s.recency[1].len()
+        );
+        assert_eq!(keys(&s.evict_over(9)), ["e0"]);
+    }
+
+    #[test]
+    fn classify_orders_loaded_findings_by_last_seen() {
+        let mut loaded = Vec::new();
+        for (i, t) in [(0, 30), (1, 10), (2, 20)] {
+            loaded.push((*f("ev", &format!("e{i}"), Severity::High, t)).clone());
+        }
+        loaded.push((*f("cond", "c", Severity::High, 5)).clone());
+        let mut s = ActiveSet::load(loaded);
+        s.classify(|c| c != "cond");
+        assert_eq!(s.is_event("cond", "c"), Some(false));
+        assert_eq!(keys(&s.evict_over(2)), ["e1", "e2"]);
     }
 }

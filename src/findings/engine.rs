@@ -1,45 +1,65 @@
 //! The ingest dispatcher: collectors submit findings into `findings.ingest`; one dispatcher
-//! thread commits each batch to the store (history, active set, source checkpoints), then
-//! updates the in-memory active set and notifies listeners.
+//! thread applies each batch to its active set, commits the batch to the store (history,
+//! active rows, source checkpoints) in one transaction, then publishes a new snapshot of the
+//! active set and notifies listeners.
 //!
 //! Guarantees:
-//! - What the active set, the API and listeners show has been committed to the store or
-//!   parked in `state.pending` first, so it survives a SIGKILL.
+//! - What the API and listeners show has been committed to the store or parked in
+//!   `state.pending` first, so it survives a SIGKILL: the dispatcher changes its own copy of
+//!   the active set, but a snapshot of it is published only after the batch's commit.
 //! - When the store refuses a batch, its findings are parked (newest 10,000, file written
 //!   atomically) and replayed at the next start; failures to write the file raise `state_io`.
 //! - The startup hold: `findings.ingest` holds (ages pause, losses count) until parked
 //!   findings from the previous run are replayed.
+//! - Readers never hold a lock the dispatcher needs for longer than copying an `Arc`: the
+//!   published [`Snapshot`] is swapped in under a lock held for the swap, and readers copy
+//!   the pointer and walk the snapshot without any lock (see [`super::active`]).
+//! - The active set is bounded (`findings.max_active`, [`DEFAULT_MAX_ACTIVE`]): beyond it the
+//!   least recently dispatched event findings leave it first (they stay in history), each
+//!   counted as a loss on `findings.ingest` ([`super::active::ActiveSet::evict_over`]).
 //! - Suppressed findings (see [`super::suppress`]) are written to history but never merged
-//!   into the active set nor passed to listeners. Which findings of a batch are suppressed
-//!   is decided once, under the dispatch lock, so a rule created meanwhile either applies to
-//!   the whole batch or removes what the batch added ([`Engine::apply_suppressions`]).
+//!   into the active set nor passed to listeners. Which findings of a batch are suppressed is
+//!   decided once per batch from the rules in force, through an index (no scan of the rules).
+//!   A new rule's effect on the active set ([`Engine::apply_suppressions`]) is found by the
+//!   caller on a snapshot, after a barrier that guarantees every later batch sees the rule;
+//!   the dispatcher then only removes the keys it is handed that a rule still matches.
+//! - The dispatcher (and the store's writer) run at a raised priority ([`INGEST_NICE`]) where
+//!   the daemon may raise it, so API work that keeps the CPU busy does not starve ingest.
+//! - Batches hold at most [`BATCH`] items. Under light load a batch is whatever arrived during
+//!   the previous commit, so listeners get small bursts; under heavy load larger batches
+//!   amortise the transaction. While one batch commits, the dispatcher prepares the next and
+//!   queues its commit behind it (commits keep their order); the snapshot after each batch is
+//!   published, and its listeners called, only once that batch's own commit is done.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crossbeam_channel::{bounded, Sender};
 use parking_lot::{Mutex, RwLock};
 
-use super::active::ActiveSet;
+use super::active::{ActiveSet, Key, Removed, Snapshot};
 use super::pending::{PendingFile, MAX_PARKED};
-use super::suppress::Suppressions;
+use super::suppress::{self as suppress, Matcher, Suppressions};
 use super::Finding;
 use crate::clock::SharedClock;
 use crate::queue::{BoundedQueue, LagBasis, PopError, QueueHealth, Registry, RowConfig, RowHandle};
-use crate::store::{self, Store};
+use crate::store::suppressions::Suppression;
+use crate::store::{self, Store, StoreError};
 
 /// Capacity of `findings.ingest`.
 pub const INGEST_CAPACITY: usize = 16_384;
-/// Items committed in one store transaction at most. Listeners get a batch's findings in one
-/// burst after its commit; half of an event-stream subscriber's 64-finding buffer keeps a
-/// burst within what a subscriber that keeps up can take (a backlog is committed in several
-/// smaller transactions instead of one large one).
-const BATCH: usize = crate::events::BUFFER_PER_SUBSCRIBER / 2;
+/// Items dispatched (and committed in one store transaction) at most per batch.
+pub const BATCH: usize = 512;
 /// Event findings (not from scheduled checks) leave the active set after this much quiet.
 pub const EVENT_FINDING_TTL: Duration = Duration::from_secs(24 * 3600);
+/// Default of `findings.max_active`.
+pub const DEFAULT_MAX_ACTIVE: usize = 50_000;
+/// How long a caller of [`Engine::apply_suppressions`] waits for the dispatcher.
+const CONTROL_WAIT: Duration = Duration::from_secs(30);
 
 /// What collectors submit.
 #[derive(Debug, Clone)]
@@ -61,6 +81,63 @@ pub enum Ingest {
     },
 }
 
+/// Requests the dispatcher serves between batches, ahead of waiting findings.
+enum Control {
+    /// Answers with the published snapshot once every batch the dispatcher had begun is
+    /// committed and published (every later batch reads the suppression rules afresh).
+    Barrier(Sender<Arc<Snapshot>>),
+    /// Removes the given keys that a suppression in force still matches (store first).
+    Remove {
+        keys: Vec<(String, String)>,
+        reply: Sender<Result<usize, StoreError>>,
+    },
+    /// Removes what these rules match, each naming a message: one lookup per rule in the
+    /// dispatcher's own set (no scan), store first.
+    Apply {
+        rules: Vec<Suppression>,
+        reply: Sender<Result<usize, StoreError>>,
+    },
+}
+
+/// What the ingest queue carries.
+enum Item {
+    Ingest(Ingest),
+    /// Wakes an idle dispatcher: a control waits on its own channel.
+    Wake,
+}
+
+/// Why [`Engine::apply_suppressions`] could not finish.
+#[derive(Debug)]
+pub enum ApplyError {
+    /// The store refused or failed the removal.
+    Store(StoreError),
+    /// The dispatcher's queue stayed full.
+    Busy,
+    /// The dispatcher did not answer in time.
+    Timeout,
+    /// The engine is stopping.
+    Stopped,
+}
+
+impl std::fmt::Display for ApplyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApplyError::Store(e) => write!(f, "{e}"),
+            ApplyError::Busy => f.write_str("the findings dispatcher's queue is full"),
+            ApplyError::Timeout => f.write_str("the findings dispatcher did not answer in time"),
+            ApplyError::Stopped => f.write_str("the findings dispatcher is stopping"),
+        }
+    }
+}
+
+impl std::error::Error for ApplyError {}
+
+impl From<StoreError> for ApplyError {
+    fn from(e: StoreError) -> Self {
+        ApplyError::Store(e)
+    }
+}
+
 /// Counts over one version of the active set.
 #[derive(Debug)]
 pub struct ActiveSummary {
@@ -68,7 +145,60 @@ pub struct ActiveSummary {
     /// (critical, high, warning).
     pub counts: (u64, u64, u64),
     /// Active findings without an account, per check.
-    pub unattributed: std::collections::BTreeMap<String, u64>,
+    pub unattributed: BTreeMap<String, u64>,
+}
+
+/// How long a [`Listing`] may be served at most after the active set changed.
+pub const LISTING_MAX_AGE: Duration = Duration::from_secs(1);
+
+/// The active set of one snapshot in listing order (severity, then newest), shared by the
+/// paged routes: sorting 100,000 findings per request would let API readers eat the CPU
+/// the dispatcher needs. While findings arrive, a listing is reused for ten times what its
+/// sort cost (at most [`LISTING_MAX_AGE`]): small sets are always current, a page of a
+/// large one may show the set as it was a fraction of a second ago, never anything
+/// uncommitted. (`fields=version`, status and the counts read the live snapshot.)
+pub struct Listing {
+    snapshot: Arc<Snapshot>,
+    items: Vec<Arc<Finding>>,
+    /// Monotonic instant (the engine's clock) it was built at.
+    built: i64,
+    /// Nanoseconds the sort took (real time: a cost, not a time rule).
+    cost: i64,
+}
+
+impl Listing {
+    fn new(snapshot: Arc<Snapshot>, built: i64) -> Listing {
+        let t = std::time::Instant::now();
+        let mut items: Vec<Arc<Finding>> = snapshot.iter_arc().cloned().collect();
+        items.sort_unstable_by(|a, b| super::active::listing_order(a, b));
+        Listing {
+            snapshot,
+            items,
+            built,
+            cost: i64::try_from(t.elapsed().as_nanos()).unwrap_or(i64::MAX),
+        }
+    }
+
+    /// The snapshot it lists (its version, counts).
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    pub fn version(&self) -> u64 {
+        self.snapshot.version()
+    }
+
+    /// Every finding, in order.
+    pub fn items(&self) -> &[Arc<Finding>] {
+        &self.items
+    }
+
+    /// The findings `[offset, offset + limit)`.
+    pub fn page(&self, offset: usize, limit: usize) -> &[Arc<Finding>] {
+        let start = offset.min(self.items.len());
+        let end = offset.saturating_add(limit).min(self.items.len());
+        &self.items[start..end]
+    }
 }
 
 /// Called after each dispatched finding is committed (active-set entry after merge).
@@ -82,23 +212,53 @@ pub struct Counters {
     pub batches: AtomicU64,
     /// Findings kept out of the active set by a suppression (still in history).
     pub suppressed: AtomicU64,
+    /// Findings that left the active set because it was full (still in history).
+    pub evicted: AtomicU64,
+}
+
+/// The dispatcher's own state.
+struct State {
+    active: ActiveSet,
+    /// Evictions not yet reported in a log line, and when the last line was written.
+    evicted_unlogged: u64,
+    last_evict_log: Option<i64>,
+}
+
+/// Committing one batch failed or succeeded; what to do with its findings on failure.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Park them (a live batch).
+    Live,
+    /// They are already parked (replay at start): keep the file.
+    Replay,
 }
 
 pub struct Engine {
     clock: SharedClock,
     store: Store,
-    queue: BoundedQueue<Ingest>,
+    queue: BoundedQueue<Item>,
+    /// Controls, served between batches (see [`Control`]).
+    controls: (Sender<Control>, crossbeam_channel::Receiver<Control>),
     _ingest_row: RowHandle,
     pending_row: RowHandle,
     pending_file: PendingFile,
     parked: Mutex<Vec<Finding>>,
-    active: RwLock<ActiveSet>,
+    /// Held by the dispatcher while it works on a batch (and by start-up and shutdown).
+    state: Mutex<State>,
+    /// What readers see; swapped after each commit.
+    published: RwLock<Arc<Snapshot>>,
     listeners: RwLock<Vec<Listener>>,
     summary: Mutex<Option<Arc<ActiveSummary>>>,
     scheduled_checks: RwLock<HashSet<String>>,
     suppressor: RwLock<Option<Arc<Suppressions>>>,
-    /// Held while a batch is committed and applied, and while suppressions are applied.
-    dispatch_lock: Mutex<()>,
+    max_active: AtomicUsize,
+    /// The dispatcher thread runs (controls go through the queue).
+    running: AtomicBool,
+    /// Newest suppression rule id whose matches were removed from the active set.
+    applied_rules: AtomicI64,
+    /// The latest [`Listing`] and the lock its builders take (API threads only).
+    listing: Mutex<Option<Arc<Listing>>>,
+    listing_build: Mutex<()>,
     pub counters: Counters,
     /// Items admitted and not yet dispatched (for [`Engine::flush`]).
     in_flight: AtomicU64,
@@ -134,33 +294,78 @@ impl Engine {
         let pending_row = registry
             .register("state.pending", pending_health)
             .map_err(|e| format!("state.pending: {e:?}"))?;
-        let active = store
+        let loaded = store
             .read(store::findings::load_active)
             .map_err(|e| format!("loading active findings: {e}"))?;
+        let active = ActiveSet::load(loaded);
+        let published = Arc::new(active.snapshot());
         Ok(Arc::new(Engine {
             clock,
             store,
             queue,
+            controls: crossbeam_channel::unbounded(),
             _ingest_row: ingest_row,
             pending_row,
             pending_file: PendingFile::new(state),
             parked: Mutex::new(Vec::new()),
-            active: RwLock::new(ActiveSet::load(active)),
+            state: Mutex::new(State {
+                active,
+                evicted_unlogged: 0,
+                last_evict_log: None,
+            }),
+            published: RwLock::new(published),
             listeners: RwLock::new(Vec::new()),
             summary: Mutex::new(None),
             scheduled_checks: RwLock::new(HashSet::new()),
             suppressor: RwLock::new(None),
-            dispatch_lock: Mutex::new(()),
+            max_active: AtomicUsize::new(DEFAULT_MAX_ACTIVE),
+            running: AtomicBool::new(false),
+            applied_rules: AtomicI64::new(i64::MIN),
+            listing: Mutex::new(None),
+            listing_build: Mutex::new(()),
             counters: Counters::default(),
             in_flight: AtomicU64::new(0),
             thread: Mutex::new(None),
         }))
     }
 
-    /// Replays parked findings, releases the startup hold and starts the dispatcher thread.
+    /// Sets the bound of the active set (`findings.max_active`). Before [`start`], the loaded
+    /// set is trimmed to it at start; later (a reload), the next dispatched batch trims it.
+    ///
+    /// [`start`]: Engine::start
+    pub fn set_max_active(&self, max: usize) {
+        self.max_active.store(max.max(1), Ordering::Relaxed);
+    }
+
+    /// The bound of the active set.
+    pub fn max_active(&self) -> usize {
+        self.max_active.load(Ordering::Relaxed)
+    }
+
+    /// Classifies the loaded findings, trims the set to its bound, replays parked findings,
+    /// releases the startup hold and starts the dispatcher thread.
     pub fn start(self: &Arc<Self>) -> Result<(), String> {
-        self.replay_parked();
+        {
+            let mut st = self.state.lock();
+            let scheduled = self.scheduled_checks.read().clone();
+            st.active.classify(|c| !scheduled.contains(c));
+            let over = st.active.evict_over(self.max_active());
+            if !over.keys.is_empty() {
+                let n = over.keys.len();
+                let keys = over.keys;
+                if let Err(e) = self
+                    .store
+                    .write(move |c| store::findings::delete_active_keys(c, key_pairs(&keys)))
+                {
+                    log::warn!("findings: cannot remove evicted active rows from the store: {e}");
+                }
+                self.count_evicted(&mut st, n as u64);
+            }
+            self.replay_parked(&mut st);
+            self.publish(&st);
+        }
         self.queue.health().release();
+        self.running.store(true, Ordering::SeqCst);
         let me = self.clone();
         let t = std::thread::Builder::new()
             .name("findings-dispatch".into())
@@ -171,7 +376,7 @@ impl Engine {
     }
 
     /// Names checks whose findings are resolved by [`Ingest::CheckCompleted`] rather than
-    /// expiring after [`EVENT_FINDING_TTL`].
+    /// expiring after [`EVENT_FINDING_TTL`] (condition findings; see [`super::active`]).
     pub fn register_scheduled_checks(&self, names: impl IntoIterator<Item = &'static str>) {
         self.scheduled_checks
             .write()
@@ -180,7 +385,7 @@ impl Engine {
 
     /// Installs the suppression rules consulted for every dispatched finding, and removes
     /// the active findings they already match.
-    pub fn set_suppressor(&self, s: Arc<Suppressions>) -> Result<usize, crate::store::StoreError> {
+    pub fn set_suppressor(&self, s: Arc<Suppressions>) -> Result<usize, ApplyError> {
         *self.suppressor.write() = Some(s);
         self.apply_suppressions()
     }
@@ -190,39 +395,86 @@ impl Engine {
     }
 
     /// Removes the active findings a suppression in force matches: from the store first,
-    /// then from memory. Returns how many were removed.
-    pub fn apply_suppressions(&self) -> Result<usize, crate::store::StoreError> {
+    /// then from the active set. Returns how many were removed.
+    ///
+    /// Call it after a rule was added. The caller waits for the dispatcher twice, holding no
+    /// lock: a barrier (every batch the dispatcher had begun is committed and published;
+    /// every later batch reads the new rules), then the removal of the keys it found on the
+    /// snapshot the barrier answered. The dispatcher serves both between batches, ahead of
+    /// waiting findings, and removes only keys a rule in force still matches.
+    pub fn apply_suppressions(&self) -> Result<usize, ApplyError> {
         let Some(s) = self.suppressor() else {
             return Ok(0);
         };
-        let _dispatch = self.dispatch_lock.lock();
-        let keys: Vec<(String, String)> = self
-            .active
-            .read()
-            .iter()
-            .filter(|f| s.is_suppressed(f))
-            .map(|f| (f.check.clone(), f.message.clone()))
-            .collect();
-        if keys.is_empty() {
+        // Rules applied before stay applied (dispatches are filtered as they arrive); only
+        // rules created since are looked for.
+        let after = self.applied_rules.load(Ordering::SeqCst);
+        let rules: Vec<Suppression> = s.rules().iter().filter(|r| r.id > after).cloned().collect();
+        let Some(newest) = rules.iter().map(|r| r.id).max() else {
             return Ok(0);
-        }
-        let gone = keys.clone();
-        self.store
-            .write(move |c| store::findings::delete_active(c, &gone))?;
-        Ok(self.active.write().remove(&keys))
+        };
+        let now = s.now();
+        let n = if !self.running.load(Ordering::SeqCst) {
+            // Before start (or after shutdown) nobody else touches the state.
+            let mut st = self.state.lock();
+            let keys = matched_keys(&st.active.snapshot(), &rules, now);
+            let n = self.remove_keys(&mut st, keys)?;
+            self.publish(&st);
+            n
+        } else if rules.iter().all(|r| r.message.is_some()) {
+            // The usual rule ("this finding"): one round trip, looked up by key.
+            let (tx, rx) = bounded(1);
+            self.control(Control::Apply { rules, reply: tx })?;
+            match rx.recv_timeout(CONTROL_WAIT) {
+                Ok(r) => r?,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    return Err(ApplyError::Timeout)
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                    return Err(ApplyError::Stopped)
+                }
+            }
+        } else {
+            let (tx, rx) = bounded(1);
+            self.control(Control::Barrier(tx))?;
+            let snap = rx.recv_timeout(CONTROL_WAIT).map_err(|e| match e {
+                crossbeam_channel::RecvTimeoutError::Timeout => ApplyError::Timeout,
+                crossbeam_channel::RecvTimeoutError::Disconnected => ApplyError::Stopped,
+            })?;
+            let keys = matched_keys(&snap, &rules, now);
+            drop(snap);
+            if keys.is_empty() {
+                0
+            } else {
+                let (tx, rx) = bounded(1);
+                self.control(Control::Remove { keys, reply: tx })?;
+                match rx.recv_timeout(CONTROL_WAIT) {
+                    Ok(r) => r?,
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                        return Err(ApplyError::Timeout)
+                    }
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                        return Err(ApplyError::Stopped)
+                    }
+                }
+            }
+        };
+        self.applied_rules.fetch_max(newest, Ordering::SeqCst);
+        Ok(n)
     }
 
-    /// Which items of `batch` a suppression keeps out of the active set.
-    fn suppressed_mask(&self, batch: &[Ingest]) -> Vec<bool> {
-        let s = self.suppressor();
-        let s = s.as_deref().filter(|s| s.any_in_force());
-        batch
-            .iter()
-            .map(|item| match (item, s) {
-                (Ingest::Finding(f), Some(s)) => s.is_suppressed(f),
-                _ => false,
-            })
-            .collect()
+    fn control(&self, c: Control) -> Result<(), ApplyError> {
+        if self.queue.is_closed() {
+            return Err(ApplyError::Stopped);
+        }
+        self.controls.0.send(c).map_err(|_| ApplyError::Stopped)?;
+        // Wake the dispatcher if it waits for findings; when the queue is full it is busy and
+        // looks at the controls after its current batch anyway (the wake is not a finding:
+        // withdrawn, never a loss).
+        if let Err(r) = self.queue.try_push(Item::Wake) {
+            r.withdraw();
+        }
+        Ok(())
     }
 
     pub fn subscribe(&self, l: Listener) {
@@ -236,7 +488,7 @@ impl Engine {
 
     pub fn submit_item(&self, item: Ingest) -> bool {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
-        let ok = self.queue.try_push(item).is_ok();
+        let ok = self.queue.try_push(Item::Ingest(item)).is_ok();
         if !ok {
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
         }
@@ -247,7 +499,7 @@ impl Engine {
     /// lose a completion marker to a momentarily full queue).
     pub fn submit_wait(&self, item: Ingest, timeout: Duration) -> bool {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
-        let ok = self.queue.push_timeout(item, timeout).is_ok();
+        let ok = self.queue.push_timeout(Item::Ingest(item), timeout).is_ok();
         if !ok {
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
         }
@@ -266,47 +518,91 @@ impl Engine {
         false
     }
 
-    /// The active set, sorted by severity then newest.
+    /// The published snapshot of the active set (copies an `Arc` under a lock held for the
+    /// copy only).
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.published.read().clone()
+    }
+
+    /// The active set in listing order, for the paged routes (see [`Listing`]). Never
+    /// touches a lock the dispatcher takes; at most one caller sorts at a time, the others
+    /// are served the previous listing meanwhile.
+    pub fn listing(&self) -> Arc<Listing> {
+        let max_age = i64::try_from(LISTING_MAX_AGE.as_nanos()).unwrap_or(i64::MAX);
+        let fresh = |l: &Listing, current: u64| {
+            // Sorting may take a tenth of the time at most: a listing that cost `c` to
+            // build is reused for up to 10 c (and never beyond LISTING_MAX_AGE), so small
+            // sets are always current and large ones are re-sorted a few times a second.
+            let window = max_age.min(l.cost.saturating_mul(10));
+            l.version() == current || self.clock.monotonic_nanos().saturating_sub(l.built) < window
+        };
+        let current = self.snapshot().version();
+        let cached = self.listing.lock().clone();
+        if let Some(l) = cached.as_ref().filter(|l| fresh(l, current)) {
+            return l.clone();
+        }
+        // Someone is sorting already: serve the previous listing meanwhile.
+        let _build = match (self.listing_build.try_lock(), cached) {
+            (Some(g), _) => g,
+            (None, Some(l)) => return l,
+            (None, None) => self.listing_build.lock(),
+        };
+        let snap = self.snapshot();
+        if let Some(l) = self
+            .listing
+            .lock()
+            .clone()
+            .filter(|l| l.version() == snap.version())
+        {
+            return l;
+        }
+        let l = Arc::new(Listing::new(snap, self.clock.monotonic_nanos()));
+        *self.listing.lock() = Some(l.clone());
+        l
+    }
+
+    /// The active set, sorted by severity then newest (copies every entry: small sets and
+    /// tests only; routes page through [`Engine::listing`]).
     pub fn active(&self) -> Vec<Finding> {
-        self.active.read().sorted()
+        self.snapshot().sorted()
     }
 
     pub fn active_version(&self) -> u64 {
-        self.active.read().version()
+        self.snapshot().version()
     }
 
     pub fn active_len(&self) -> usize {
-        self.active.read().len()
+        self.snapshot().len()
     }
 
-    /// (version, number of findings) of the active set, read together under one lock
-    /// without copying the set: cheap enough to poll every second.
+    /// (version, number of findings) of the active set, from one snapshot.
     pub fn version_and_len(&self) -> (u64, usize) {
-        let a = self.active.read();
-        (a.version(), a.len())
+        let s = self.snapshot();
+        (s.version(), s.len())
     }
 
     /// (critical, high, warning) counts of the active set.
     pub fn severity_counts(&self) -> (u64, u64, u64) {
-        self.active_summary().counts
+        self.snapshot().severity_counts()
     }
 
-    /// Counts over the active set, recomputed only when the set changed since the last call
-    /// (status is polled far more often than findings change).
+    /// Counts over the active set, rebuilt only when the set changed since the last call.
     pub fn active_summary(&self) -> Arc<ActiveSummary> {
-        let active = self.active.read();
-        let version = active.version();
+        let snap = self.snapshot();
         let mut cache = self.summary.lock();
-        if let Some(s) = cache.as_ref().filter(|s| s.version == version) {
+        if let Some(s) = cache.as_ref().filter(|s| s.version == snap.version()) {
             return s.clone();
         }
-        let mut unattributed = std::collections::BTreeMap::new();
-        for f in active.iter().filter(|f| f.account.is_none()) {
-            *unattributed.entry(f.check.clone()).or_insert(0u64) += 1;
-        }
+        let unattributed = snap
+            .counts()
+            .by_check
+            .iter()
+            .filter(|(_, c)| c.unattributed > 0)
+            .map(|(k, c)| (k.clone(), c.unattributed))
+            .collect();
         let s = Arc::new(ActiveSummary {
-            version,
-            counts: active.severity_counts(),
+            version: snap.version(),
+            counts: snap.severity_counts(),
             unattributed,
         });
         *cache = Some(s.clone());
@@ -315,12 +611,12 @@ impl Engine {
 
     /// Merges into the active set since start.
     pub fn merges(&self) -> u64 {
-        self.active.read().merges
+        self.snapshot().merges()
     }
 
-    /// Runs `f` with read access to the active set.
-    pub fn with_active<R>(&self, f: impl FnOnce(&ActiveSet) -> R) -> R {
-        f(&self.active.read())
+    /// Runs `f` on the published snapshot of the active set (no lock is held while it runs).
+    pub fn with_active<R>(&self, f: impl FnOnce(&Snapshot) -> R) -> R {
+        f(&self.snapshot())
     }
 
     pub fn parked_len(&self) -> usize {
@@ -333,9 +629,39 @@ impl Engine {
         if let Some(t) = self.thread.lock().take() {
             let _ = t.join();
         }
+        self.running.store(false, Ordering::SeqCst);
+        // Controls sent while the dispatcher stopped: their callers hear "stopped".
+        while self.controls.1.try_recv().is_ok() {}
     }
 
-    fn replay_parked(&self) {
+    fn publish(&self, st: &State) {
+        let snap = Arc::new(st.active.snapshot());
+        *self.published.write() = snap;
+    }
+
+    fn count_evicted(&self, st: &mut State, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.queue.health().record_losses(n);
+        self.counters.evicted.fetch_add(n, Ordering::Relaxed);
+        st.evicted_unlogged += n;
+        let now = self.clock.monotonic_nanos();
+        if st
+            .last_evict_log
+            .is_none_or(|t| now.saturating_sub(t) >= 60_000_000_000)
+        {
+            log::warn!(
+                "findings: the active set is full ({} findings, findings.max_active); {} least recently seen findings left it (kept in history, counted as losses on findings.ingest)",
+                self.max_active(),
+                st.evicted_unlogged
+            );
+            st.evicted_unlogged = 0;
+            st.last_evict_log = Some(now);
+        }
+    }
+
+    fn replay_parked(&self, st: &mut State) {
         let health = self.pending_row.health();
         let parked = match self.pending_file.read() {
             Ok(p) => p,
@@ -353,9 +679,10 @@ impl Engine {
             .into_iter()
             .map(|f| Ingest::Finding(Box::new(f)))
             .collect();
-        let _dispatch = self.dispatch_lock.lock();
-        let mask = self.suppressed_mask(&batch);
-        if self.commit(&batch, &mask).is_ok() {
+        // One transaction: the file is removed only when all of it is committed.
+        let mut batch = batch;
+        self.process(st, &mut batch, Mode::Replay);
+        if self.parked.lock().is_empty() {
             if let Err(e) = self.pending_file.remove() {
                 log::warn!("state.pending: replayed but cannot remove the file: {e}");
             }
@@ -364,37 +691,79 @@ impl Engine {
                 .fetch_add(n as u64, Ordering::Relaxed);
             health.state_read_ok(0);
             log::info!("replayed {n} parked findings into the store");
-            self.apply(&batch, &mask);
-        } else {
-            // Still parked: keep them for the next start; show them in memory too.
-            let findings: Vec<Finding> = batch
-                .into_iter()
-                .filter_map(|i| match i {
-                    Ingest::Finding(f) => Some(*f),
-                    _ => None,
-                })
-                .collect();
-            health.set_waiting(findings.len() as u64);
-            *self.parked.lock() = findings;
         }
     }
 
     fn run(&self) {
+        raise_priority("findings dispatcher");
         let mut batch: Vec<Ingest> = Vec::with_capacity(BATCH);
         let mut last_expiry = self.clock.monotonic_nanos();
+        // The batch whose commit is under way while the next one is prepared.
+        let mut pending: Option<InFlight> = None;
+        // `running` on `findings.ingest`: one while a batch is prepared or its commit is
+        // under way (a commit stuck on the store shows as a running operation that ages),
+        // restarted after each finished commit so its age is that of the oldest unfinished
+        // batch.
+        let mut busy: Option<crate::queue::RunningGuard<'_>> = None;
         loop {
-            match self.queue.pop_timeout(Duration::from_millis(500)) {
+            if !self.controls.1.is_empty() {
+                let mut st = self.state.lock();
+                if let Some(p) = pending.take() {
+                    self.finish(&mut st, p);
+                }
+                while let Ok(c) = self.controls.1.try_recv() {
+                    self.serve(&mut st, c);
+                }
+            }
+            if pending.is_none() {
+                if let Some(b) = busy.take() {
+                    b.finish();
+                }
+            }
+            let first = if pending.is_some() {
+                // Something commits: take what is waiting now, else finish that commit.
+                match self.queue.try_pop() {
+                    Some(g) => Ok(g),
+                    None => {
+                        if let Some(p) = pending.take() {
+                            self.finish(&mut self.state.lock(), p);
+                        }
+                        continue;
+                    }
+                }
+            } else {
+                self.queue.pop_timeout(Duration::from_millis(500))
+            };
+            match first {
                 Ok(first) => {
-                    let running = self.queue.health().start_running();
-                    batch.push(first.finish());
+                    if busy.is_none() {
+                        busy = Some(self.queue.health().start_running());
+                    }
+                    if let Item::Ingest(i) = first.finish() {
+                        batch.push(i);
+                    }
                     while batch.len() < BATCH {
                         match self.queue.try_pop() {
-                            Some(g) => batch.push(g.finish()),
+                            Some(g) => {
+                                if let Item::Ingest(i) = g.finish() {
+                                    batch.push(i);
+                                }
+                            }
                             None => break,
                         }
                     }
-                    self.dispatch(&mut batch);
-                    running.finish();
+                    if !batch.is_empty() {
+                        let mut st = self.state.lock();
+                        let next = self.prepare(&mut st, &mut batch, Mode::Live);
+                        if let Some(p) = pending.take() {
+                            self.finish(&mut st, p);
+                            if let Some(b) = busy.take() {
+                                b.finish();
+                            }
+                            busy = Some(self.queue.health().start_running());
+                        }
+                        pending = Some(next);
+                    }
                 }
                 Err(PopError::Timeout) => {}
                 Err(PopError::Closed) => break,
@@ -402,15 +771,91 @@ impl Engine {
             let now = self.clock.monotonic_nanos();
             if now - last_expiry > 60_000_000_000 {
                 last_expiry = now;
+                if let Some(p) = pending.take() {
+                    self.finish(&mut self.state.lock(), p);
+                }
                 self.expire_quiet_events();
             }
         }
         // Closed: drain whatever remains (not a loss).
-        let rest = self.queue.drain();
-        if !rest.is_empty() {
-            let mut rest = rest;
-            self.dispatch(&mut rest);
+        let mut st = self.state.lock();
+        if let Some(p) = pending.take() {
+            self.finish(&mut st, p);
         }
+        if let Some(b) = busy.take() {
+            b.finish();
+        }
+        let mut rest = Vec::new();
+        for item in self.queue.drain() {
+            if let Item::Ingest(i) = item {
+                rest.push(i);
+            }
+        }
+        // Controls still waiting are dropped: their callers hear "stopped".
+        while self.controls.1.try_recv().is_ok() {}
+        while !rest.is_empty() {
+            let mut chunk: Vec<Ingest> = rest.drain(..rest.len().min(BATCH)).collect();
+            self.process(&mut st, &mut chunk, Mode::Live);
+        }
+    }
+
+    fn serve(&self, st: &mut State, c: Control) {
+        match c {
+            Control::Barrier(reply) => {
+                let _ = reply.send(self.snapshot());
+            }
+            Control::Apply { rules, reply } => {
+                let now = self.clock.now();
+                let keys: Vec<(String, String)> = rules
+                    .iter()
+                    .filter(|r| suppress::in_force(r, now))
+                    .filter_map(|r| {
+                        let f = st.active.get(&r.check, r.message.as_deref()?)?;
+                        suppress::matches_fields(r, f).then(|| (f.check.clone(), f.message.clone()))
+                    })
+                    .collect();
+                self.serve(st, Control::Remove { keys, reply });
+            }
+            Control::Remove { keys, reply } => {
+                let m = self.suppressor().map(|s| (s.matcher(), s.now()));
+                let keys: Vec<(String, String)> = match m {
+                    Some((m, now)) => keys
+                        .into_iter()
+                        .filter(|(c, msg)| {
+                            st.active
+                                .get(c, msg)
+                                .is_some_and(|f| m.is_suppressed(f, now))
+                        })
+                        .collect(),
+                    None => Vec::new(),
+                };
+                let r = self.remove_keys(st, keys);
+                if matches!(r, Ok(n) if n > 0) {
+                    self.publish(st);
+                }
+                let _ = reply.send(r);
+            }
+        }
+    }
+
+    /// Deletes `keys` from the store, then from the active set. Returns how many left.
+    fn remove_keys(
+        &self,
+        st: &mut State,
+        keys: Vec<(String, String)>,
+    ) -> Result<usize, StoreError> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let keys = Arc::new(keys);
+        let k2 = keys.clone();
+        self.store.write(move |c| {
+            store::findings::delete_active_keys(c, k2.iter().map(|(a, b)| (a.as_str(), b.as_str())))
+        })?;
+        let removed = st
+            .active
+            .remove(keys.iter().map(|(a, b)| (a.as_str(), b.as_str())));
+        Ok(removed.keys.len())
     }
 
     fn expire_quiet_events(&self) {
@@ -420,121 +865,145 @@ impl Engine {
             .now()
             .checked_sub(ttl)
             .unwrap_or(jiff::Timestamp::UNIX_EPOCH);
-        let scheduled = self.scheduled_checks.read().clone();
-        let gone = self
-            .active
-            .write()
-            .expire(cutoff, |c| !scheduled.contains(c));
-        if !gone.is_empty() {
+        let mut st = self.state.lock();
+        let gone = st.active.expire(cutoff);
+        if !gone.keys.is_empty() {
+            let keys = gone.keys;
             let _ = self
                 .store
-                .write_detached(move |c| store::findings::delete_active(c, &gone));
+                .write_detached(move |c| store::findings::delete_active_keys(c, key_pairs(&keys)));
+            self.publish(&st);
         }
     }
 
-    /// Commits and applies one batch. On store failure the findings are parked.
-    fn dispatch(&self, batch: &mut Vec<Ingest>) {
+    /// Applies one batch to the dispatcher's active set, commits it (history, changed and
+    /// removed active rows, checkpoints) in one transaction, then publishes the new snapshot
+    /// and calls the listeners. On store failure the batch's findings are parked first
+    /// (replayed batches stay in their file).
+    fn process(&self, st: &mut State, batch: &mut Vec<Ingest>, mode: Mode) {
+        let f = self.prepare(st, batch, mode);
+        self.finish(st, f);
+    }
+
+    /// The first half of [`process`](Self::process): applies the batch to the dispatcher's
+    /// own set (nobody sees it yet), takes the snapshot to publish after the commit, and
+    /// queues the commit.
+    fn prepare(&self, st: &mut State, batch: &mut Vec<Ingest>, mode: Mode) -> InFlight {
         self.counters.batches.fetch_add(1, Ordering::Relaxed);
-        let dispatch = self.dispatch_lock.lock();
-        let mask = self.suppressed_mask(batch);
-        match self.commit(batch, &mask) {
-            Ok(()) => {}
-            Err(e) => {
-                log::error!("findings: store refused a batch ({e}); parking its findings");
-                self.park(batch);
-            }
-        }
-        self.apply(batch, &mask);
-        drop(dispatch);
-        self.in_flight
-            .fetch_sub(batch.len() as u64, Ordering::SeqCst);
-        batch.clear();
-    }
-
-    /// Writes history, merged active rows, resolutions and checkpoints in one transaction.
-    fn commit(
-        &self,
-        batch: &[Ingest],
-        suppressed: &[bool],
-    ) -> Result<(), crate::store::StoreError> {
-        // Compute the merged active rows on a copy so memory changes only after commit.
-        let (merged, resolved) = {
-            let active = self.active.read();
-            let mut merged: std::collections::HashMap<(String, String), Finding> =
-                std::collections::HashMap::new();
-            let mut resolved: Vec<(String, String)> = Vec::new();
-            for (i, item) in batch.iter().enumerate() {
-                match item {
-                    Ingest::Finding(_) if suppressed.get(i).copied().unwrap_or(false) => {}
-                    Ingest::Finding(f) => {
-                        let key = (f.check.clone(), f.message.clone());
-                        let base = merged
-                            .get(&key)
-                            .cloned()
-                            .or_else(|| active.get(&f.check, &f.message).cloned());
-                        let next = match base {
-                            Some(mut e) => {
-                                super::active::merge_into(&mut e, f);
-                                e
-                            }
-                            None => (**f).clone(),
-                        };
-                        merged.insert(key, next);
+        let items = batch.len() as u64;
+        let now = self.clock.now();
+        let matcher: Option<Arc<Matcher>> = self
+            .suppressor()
+            .map(|s| s.matcher())
+            .filter(|m| m.any_in_force(now));
+        let max_active = self.max_active();
+        let scheduled = self.scheduled_checks.read();
+        let mut history: Vec<Arc<Finding>> = Vec::with_capacity(batch.len());
+        let mut dispatched: Vec<Arc<Finding>> = Vec::with_capacity(batch.len());
+        let mut changes: Vec<Change> = Vec::new();
+        let mut checkpoints: Vec<(String, u64, u64)> = Vec::new();
+        let mut kept_out = 0u64;
+        for item in batch.drain(..) {
+            match item {
+                Ingest::Finding(f) => {
+                    let f: Arc<Finding> = Arc::from(f);
+                    history.push(f.clone());
+                    if matcher.as_ref().is_some_and(|m| m.is_suppressed(&f, now)) {
+                        kept_out += 1;
+                        continue;
                     }
-                    Ingest::CheckCompleted { check, messages } => {
-                        for f in active
-                            .iter()
-                            .filter(|f| &f.check == check && !messages.contains(&f.message))
-                        {
-                            resolved.push((f.check.clone(), f.message.clone()));
-                        }
-                        merged.retain(|(c, m), _| c != check || messages.contains(m));
-                    }
-                    Ingest::Checkpoint { .. } => {}
+                    let event = !scheduled.contains(f.check.as_str());
+                    let (merged, _) = st.active.merge(f, event);
+                    changes.push(Change::Upsert(merged.clone()));
+                    dispatched.push(merged);
                 }
-            }
-            (merged.into_values().collect::<Vec<_>>(), resolved)
-        };
-        let history: Vec<Finding> = batch
-            .iter()
-            .filter_map(|i| match i {
-                Ingest::Finding(f) => Some((**f).clone()),
-                _ => None,
-            })
-            .collect();
-        let checkpoints: Vec<(String, u64, u64)> = batch
-            .iter()
-            .filter_map(|i| match i {
+                Ingest::CheckCompleted { check, messages } => {
+                    let gone = st.active.resolve_check(&check, &messages);
+                    changes.extend(gone.keys.into_iter().map(Change::Delete));
+                }
                 Ingest::Checkpoint {
                     source,
                     inode,
                     offset,
-                } => Some((source.clone(), *inode, *offset)),
-                _ => None,
-            })
-            .collect();
-        let now = self.clock.now();
-        self.store.write(move |c| {
-            let h: Vec<&Finding> = history.iter().collect();
+                } => checkpoints.push((source, inode, offset)),
+            }
+        }
+        drop(scheduled);
+        let evicted: Removed = st.active.evict_over(max_active);
+        let n_evicted = evicted.keys.len() as u64;
+        changes.extend(evicted.keys.into_iter().map(Change::Delete));
+        self.count_evicted(st, n_evicted);
+        let (upserts, deletes) = final_changes(changes);
+        let history2 = history.clone();
+        let commit = self.store.write_pending(move |c| {
+            let h: Vec<&Finding> = history2.iter().map(|f| &**f).collect();
             store::findings::insert_history(c, &h)?;
-            let m: Vec<&Finding> = merged.iter().collect();
+            let m: Vec<&Finding> = upserts.iter().map(|f| &**f).collect();
             store::findings::upsert_active(c, &m)?;
-            store::findings::delete_active(c, &resolved)?;
+            store::findings::delete_active_keys(c, key_pairs(&deletes))?;
             for (source, inode, offset) in &checkpoints {
                 store::findings::save_checkpoint(c, source, *inode, *offset, now)?;
             }
             Ok(())
-        })
+        });
+        InFlight {
+            commit,
+            history,
+            dispatched,
+            snapshot: Arc::new(st.active.snapshot()),
+            kept_out,
+            items,
+            mode,
+        }
     }
 
-    fn park(&self, batch: &[Ingest]) {
+    /// The second half of [`process`](Self::process): waits for the commit (parks the
+    /// findings when it failed), publishes the snapshot taken after the batch, and calls the
+    /// listeners.
+    fn finish(&self, _st: &mut State, f: InFlight) {
+        let result = f.commit.and_then(|p| p.wait());
+        if let Err(e) = result {
+            match f.mode {
+                Mode::Live => {
+                    log::error!("findings: store refused a batch ({e}); parking its findings");
+                    self.park(&f.history);
+                }
+                Mode::Replay => {
+                    log::error!("state.pending: replay refused by the store ({e}); kept parked");
+                    let health = self.pending_row.health();
+                    let mut parked = self.parked.lock();
+                    parked.extend(f.history.iter().map(|f| (**f).clone()));
+                    health.set_waiting(parked.len() as u64);
+                }
+            }
+        }
+        *self.published.write() = f.snapshot;
+        self.counters
+            .dispatched
+            .fetch_add(f.dispatched.len() as u64, Ordering::Relaxed);
+        self.counters
+            .suppressed
+            .fetch_add(f.kept_out, Ordering::Relaxed);
+        let listeners = self.listeners.read();
+        if !listeners.is_empty() {
+            for d in &f.dispatched {
+                for l in listeners.iter() {
+                    l(d);
+                }
+            }
+        }
+        drop(listeners);
+        if f.mode == Mode::Live {
+            self.in_flight.fetch_sub(f.items, Ordering::SeqCst);
+        }
+    }
+
+    fn park(&self, batch: &[Arc<Finding>]) {
         let health = self.pending_row.health();
         let mut parked = self.parked.lock();
-        for item in batch {
-            if let Ingest::Finding(f) = item {
-                parked.push((**f).clone());
-                self.counters.parked.fetch_add(1, Ordering::Relaxed);
-            }
+        for f in batch {
+            parked.push((**f).clone());
+            self.counters.parked.fetch_add(1, Ordering::Relaxed);
         }
         if parked.len() > MAX_PARKED {
             let over = parked.len() - MAX_PARKED;
@@ -556,38 +1025,104 @@ impl Engine {
             }
         }
     }
+}
 
-    fn apply(&self, batch: &[Ingest], suppressed: &[bool]) {
-        let mut dispatched: Vec<Finding> = Vec::new();
-        let mut kept_out = 0u64;
-        {
-            let mut active = self.active.write();
-            for (i, item) in batch.iter().enumerate() {
-                match item {
-                    Ingest::Finding(_) if suppressed.get(i).copied().unwrap_or(false) => {
-                        kept_out += 1;
+/// A batch applied to the dispatcher's set whose commit is under way.
+struct InFlight {
+    commit: Result<crate::store::PendingWrite<()>, StoreError>,
+    history: Vec<Arc<Finding>>,
+    /// Active-set entries after the merge, for the listeners.
+    dispatched: Vec<Arc<Finding>>,
+    /// The set after this batch, published once it is committed.
+    snapshot: Arc<Snapshot>,
+    kept_out: u64,
+    items: u64,
+    mode: Mode,
+}
+
+/// Nice value of the dispatcher and the store's writer: when API requests (or anything
+/// else) keep the CPU busy, the threads that take findings in still run first.
+pub const INGEST_NICE: i32 = -10;
+
+/// Raises the calling thread to [`INGEST_NICE`] where permitted (root, `CAP_SYS_NICE`);
+/// otherwise it keeps the default priority, said once in the log.
+pub fn raise_priority(what: &str) {
+    if let Err(e) = crate::sys::priority::set_thread_nice(INGEST_NICE) {
+        log::info!("{what}: runs at the default priority ({e})");
+    }
+}
+
+/// The keys of `snap` one of `rules` (in force at `now`) matches. A rule naming a message is
+/// one lookup; the others are tried only on findings of their own check.
+fn matched_keys(
+    snap: &Snapshot,
+    rules: &[Suppression],
+    now: jiff::Timestamp,
+) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut scan: Vec<Suppression> = Vec::new();
+    for r in rules.iter().filter(|r| suppress::in_force(r, now)) {
+        match &r.message {
+            Some(m) => {
+                if let Some(f) = snap.get(&r.check, m) {
+                    if suppress::matches_fields(r, f) {
+                        out.push((f.check.clone(), f.message.clone()));
                     }
-                    Ingest::Finding(f) => dispatched.push(active.merge(f)),
-                    Ingest::CheckCompleted { check, messages } => {
-                        active.resolve_check(check, messages);
-                    }
-                    Ingest::Checkpoint { .. } => {}
                 }
             }
-        }
-        self.counters
-            .dispatched
-            .fetch_add(dispatched.len() as u64, Ordering::Relaxed);
-        self.counters
-            .suppressed
-            .fetch_add(kept_out, Ordering::Relaxed);
-        let listeners = self.listeners.read();
-        for f in &dispatched {
-            for l in listeners.iter() {
-                l(f);
-            }
+            None => scan.push(r.clone()),
         }
     }
+    if !scan.is_empty() {
+        let checks: Vec<&str> = scan.iter().map(|r| r.check.as_str()).collect();
+        let m = Matcher::new(&scan);
+        out.extend(
+            snap.iter()
+                .filter(|f| checks.contains(&f.check.as_str()) && m.is_suppressed(f, now))
+                .map(|f| (f.check.clone(), f.message.clone())),
+        );
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// A change of one active row within a batch.
+enum Change {
+    Upsert(Arc<Finding>),
+    Delete(Arc<Key>),
+}
+
+/// The last change of each key, as (rows to write, keys to delete).
+fn final_changes(changes: Vec<Change>) -> (Vec<Arc<Finding>>, Vec<Arc<Key>>) {
+    let mut last: HashMap<(&str, &str), usize> = HashMap::with_capacity(changes.len());
+    for (i, c) in changes.iter().enumerate() {
+        let k = match c {
+            Change::Upsert(f) => (f.check.as_str(), f.message.as_str()),
+            Change::Delete(k) => (&*k.check, &*k.message),
+        };
+        last.insert(k, i);
+    }
+    let mut keep: Vec<usize> = last.into_values().collect();
+    keep.sort_unstable();
+    let mut upserts = Vec::new();
+    let mut deletes = Vec::new();
+    let mut it = keep.into_iter().peekable();
+    for (i, c) in changes.into_iter().enumerate() {
+        if it.peek() != Some(&i) {
+            continue;
+        }
+        it.next();
+        match c {
+            Change::Upsert(f) => upserts.push(f),
+            Change::Delete(k) => deletes.push(k),
+        }
+    }
+    (upserts, deletes)
+}
+
+fn key_pairs(keys: &[Arc<Key>]) -> impl Iterator<Item = (&str, &str)> {
+    keys.iter().map(|k| (&*k.check, &*k.message))
 }
 
 #[cfg(test)]
@@ -796,6 +1331,197 @@ mod tests {
         assert_eq!(row.dropped_total, 3);
         e.start().unwrap();
         assert!(e.flush(Duration::from_secs(30)));
+        e.shutdown();
+        store.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_active_set_is_bounded_and_evictions_are_losses() {
+        let (e, store, reg, dir) = setup("bound");
+        e.register_scheduled_checks(["uid0_account"]);
+        e.set_max_active(10);
+        e.start().unwrap();
+        let cond = Finding::new(
+            "uid0_account",
+            Severity::Critical,
+            "extra uid 0: toor",
+            jiff::Timestamp::from_second(5).unwrap(),
+        );
+        e.submit(cond);
+        assert!(e.flush(Duration::from_secs(5)));
+        for i in 0..25 {
+            e.submit(f(&format!("m{i}")));
+            // One batch each, so the order of recency is the order of submission.
+            assert!(e.flush(Duration::from_secs(5)));
+        }
+        let snap = e.snapshot();
+        assert_eq!(snap.len(), 10);
+        assert!(snap.get("uid0_account", "extra uid 0: toor").is_some());
+        assert!(snap.get("ssh_bruteforce", "m24").is_some());
+        assert!(snap.get("ssh_bruteforce", "m15").is_none());
+        assert_eq!(snap.counts().by_check["ssh_bruteforce"].total(), 9);
+        assert_eq!(reg.snapshot()["findings.ingest"].dropped_total, 16);
+        assert_eq!(e.counters.evicted.load(Ordering::Relaxed), 16);
+        assert_eq!(store.read(store::findings::load_active).unwrap().len(), 10);
+        assert_eq!(store.read(store::findings::history_count).unwrap(), 26);
+        e.shutdown();
+        drop(e);
+        // A lower bound at the next start trims the loaded set the same way.
+        let reg2 = Registry::new();
+        let e2 = Engine::new(ManualClock::at_epoch_2026(), store.clone(), &reg2, &dir).unwrap();
+        e2.register_scheduled_checks(["uid0_account"]);
+        e2.set_max_active(3);
+        e2.start().unwrap();
+        let snap = e2.snapshot();
+        assert_eq!(snap.len(), 3);
+        assert!(snap.get("uid0_account", "extra uid 0: toor").is_some());
+        assert_eq!(reg2.snapshot()["findings.ingest"].dropped_total, 7);
+        assert_eq!(store.read(store::findings::load_active).unwrap().len(), 3);
+        e2.shutdown();
+        store.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_snapshot_is_a_stable_view_published_after_commit() {
+        let (e, store, _reg, dir) = setup("snapshot");
+        e.start().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        {
+            let (seen, e2, store2) = (seen.clone(), Arc::downgrade(&e), store.clone());
+            e.subscribe(Box::new(move |f: &Finding| {
+                // Listeners run after the commit and after the snapshot is published.
+                let stored = store2
+                    .read(store::findings::load_active)
+                    .unwrap()
+                    .into_iter()
+                    .any(|s| s.message == f.message);
+                let shown = e2
+                    .upgrade()
+                    .is_some_and(|e| e.snapshot().get(&f.check, &f.message).is_some());
+                seen.lock().push((stored, shown));
+            }));
+        }
+        e.submit(f("a"));
+        assert!(e.flush(Duration::from_secs(5)));
+        let old = e.snapshot();
+        let v = old.version();
+        for i in 0..100 {
+            e.submit(f(&format!("b{i}")));
+        }
+        e.submit(f("a"));
+        assert!(e.flush(Duration::from_secs(5)));
+        // The old snapshot is unchanged; the new one has everything.
+        assert_eq!((old.version(), old.len()), (v, 1));
+        assert_eq!(old.get("ssh_bruteforce", "a").unwrap().count, 1);
+        let new = e.snapshot();
+        assert_eq!(new.len(), 101);
+        assert_eq!(new.get("ssh_bruteforce", "a").unwrap().count, 2);
+        assert!(new.version() > v);
+        assert!(seen.lock().iter().all(|&(stored, shown)| stored && shown));
+        assert_eq!(seen.lock().len(), 102);
+        e.shutdown();
+        store.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_rule_created_during_ingest_loses_nothing_and_leaves_nothing_behind() {
+        use crate::findings::suppress::Suppressions;
+        use crate::store::suppressions::NewSuppression;
+        let (e, store, reg, dir) = setup("suppress-live");
+        let s = Suppressions::load(store.clone(), ManualClock::at_epoch_2026()).unwrap();
+        e.set_suppressor(s.clone()).unwrap();
+        e.start().unwrap();
+        let mk =
+            |i: usize| f(&format!("m{i}")).with_ip(format!("192.0.2.{}", i % 4).parse().unwrap());
+        let e2 = e.clone();
+        let feeder = std::thread::spawn(move || {
+            for i in 0..20_000 {
+                assert!(e2.submit_wait(Ingest::Finding(Box::new(mk(i))), Duration::from_secs(30)));
+            }
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        s.create(
+            NewSuppression {
+                check: "ssh_bruteforce".into(),
+                ip: Some("192.0.2.1".into()),
+                reason: "scanner we run".into(),
+                ..NewSuppression::default()
+            },
+            "test",
+        )
+        .unwrap();
+        e.apply_suppressions().unwrap();
+        feeder.join().unwrap();
+        assert!(e.flush(Duration::from_secs(30)));
+        let snap = e.snapshot();
+        let ip1: std::net::IpAddr = "192.0.2.1".parse().unwrap();
+        assert!(
+            snap.iter().all(|f| f.ip != Some(ip1)),
+            "nothing suppressed is active"
+        );
+        assert_eq!(snap.len(), 15_000);
+        assert_eq!(store.read(store::findings::history_count).unwrap(), 20_000);
+        assert_eq!(
+            store.read(store::findings::load_active).unwrap().len(),
+            15_000
+        );
+        assert_eq!(reg.snapshot()["findings.ingest"].dropped_total, 0);
+        e.shutdown();
+        store.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn listings_are_shared_briefly() {
+        use crate::findings::suppress::Suppressions;
+        use crate::store::suppressions::NewSuppression;
+        let dir = std::env::temp_dir().join(format!("svc-engine-listing-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open(&dir.join("svc.db")).unwrap();
+        let reg = Registry::new();
+        let clock = ManualClock::at_epoch_2026();
+        let e = Engine::new(clock.clone(), store.clone(), &reg, &dir).unwrap();
+        let s = Suppressions::load(store.clone(), clock.clone()).unwrap();
+        e.set_suppressor(s.clone()).unwrap();
+        e.start().unwrap();
+        for m in ["a", "b"] {
+            e.submit(f(m));
+        }
+        assert!(e.flush(Duration::from_secs(5)));
+        let l1 = e.listing();
+        assert_eq!(l1.items().len(), 2);
+        assert!(Arc::ptr_eq(&l1, &e.listing()), "unchanged set: shared");
+        // Ingest moves on: the listing may be reused for a moment, then it is rebuilt.
+        e.submit(f("c"));
+        assert!(e.flush(Duration::from_secs(5)));
+        assert!(Arc::ptr_eq(&l1, &e.listing()));
+        clock.advance_secs(1);
+        let l2 = e.listing();
+        assert_eq!(l2.items().len(), 3);
+        assert_eq!(l2.version(), e.snapshot().version());
+        // A removal through the API is seen once the listing is rebuilt.
+        s.create(
+            NewSuppression {
+                check: "ssh_bruteforce".into(),
+                message: Some("a".into()),
+                reason: "r".into(),
+                ..NewSuppression::default()
+            },
+            "test",
+        )
+        .unwrap();
+        assert_eq!(e.apply_suppressions().unwrap(), 1);
+        assert_eq!(e.snapshot().len(), 2, "the snapshot at once");
+        clock.advance_secs(1);
+        let l3 = e.listing();
+        assert_eq!(l3.items().len(), 2);
+        assert!(l3.items().iter().all(|f| f.message != "a"));
+        assert_eq!(l3.page(1, 10).len(), 1);
+        assert!(l3.page(5, 10).is_empty());
         e.shutdown();
         store.close();
         std::fs::remove_dir_all(dir).unwrap();

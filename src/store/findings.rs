@@ -11,59 +11,113 @@ fn ts(micros: i64) -> Timestamp {
     Timestamp::from_microsecond(micros).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
-/// Appends one history row per finding (one dispatch each).
-pub fn insert_history(c: &Connection, findings: &[&Finding]) -> rusqlite::Result<()> {
-    let mut st = c.prepare_cached(
-        "INSERT INTO history(at, check_name, severity, message, details, account, ip, path) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
-    )?;
-    for f in findings {
-        st.execute(params![
-            f.last_seen.as_microsecond(),
-            f.check,
-            f.severity.level(),
-            f.message,
-            f.details,
-            f.account,
-            f.ip.map(|i| i.to_string()),
-            f.path,
-        ])?;
+/// Rows per multi-row INSERT statement (fewer statements, one autoincrement update each).
+const ROWS_PER_STATEMENT: usize = 32;
+
+/// `INSERT INTO {head} VALUES (?, ...), ... {tail}` for `rows` rows of `cols` columns.
+fn multi_row_sql(head: &str, cols: usize, rows: usize, tail: &str) -> String {
+    let row = format!("({})", vec!["?"; cols].join(","));
+    format!(
+        "INSERT INTO {head} VALUES {} {tail}",
+        vec![row; rows].join(",")
+    )
+}
+
+/// Runs the insert of `items` in statements of [`ROWS_PER_STATEMENT`] rows (the rest one by
+/// one, so only two statements are cached), binding each item's `cols` values with `bind`.
+fn insert_rows<T>(
+    c: &Connection,
+    head: &str,
+    cols: usize,
+    tail: &str,
+    items: &[T],
+    bind: impl Fn(&mut rusqlite::Statement<'_>, usize, &T) -> rusqlite::Result<()>,
+) -> rusqlite::Result<()> {
+    let mut chunks = items.chunks_exact(ROWS_PER_STATEMENT);
+    if chunks.len() > 0 {
+        let mut st = c.prepare_cached(&multi_row_sql(head, cols, ROWS_PER_STATEMENT, tail))?;
+        for chunk in chunks.by_ref() {
+            for (i, item) in chunk.iter().enumerate() {
+                bind(&mut st, i * cols + 1, item)?;
+            }
+            st.raw_execute()?;
+        }
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut st = c.prepare_cached(&multi_row_sql(head, cols, 1, tail))?;
+        for item in rest {
+            bind(&mut st, 1, item)?;
+            st.raw_execute()?;
+        }
     }
     Ok(())
 }
 
-/// Writes the merged state of active findings.
+/// Appends one history row per finding (one dispatch each), then counts the new rows into
+/// the day counts ([`super::history::derive_pending`]) in the same transaction.
+pub fn insert_history(c: &Connection, findings: &[&Finding]) -> rusqlite::Result<()> {
+    insert_rows(
+        c,
+        "history(at, check_name, severity, message, details, account, ip, path)",
+        8,
+        "",
+        findings,
+        |st, i, f| {
+            st.raw_bind_parameter(i, f.last_seen.as_microsecond())?;
+            st.raw_bind_parameter(i + 1, &f.check)?;
+            st.raw_bind_parameter(i + 2, f.severity.level())?;
+            st.raw_bind_parameter(i + 3, &f.message)?;
+            st.raw_bind_parameter(i + 4, &f.details)?;
+            st.raw_bind_parameter(i + 5, &f.account)?;
+            st.raw_bind_parameter(i + 6, f.ip.map(|a| a.to_string()))?;
+            st.raw_bind_parameter(i + 7, &f.path)
+        },
+    )?;
+    super::history::derive_pending(c)?;
+    Ok(())
+}
+
+/// Writes the merged state of active findings (one row per key: callers pass each key once).
 pub fn upsert_active(c: &Connection, findings: &[&Finding]) -> rusqlite::Result<()> {
-    let mut st = c.prepare_cached(
-        "INSERT INTO active_findings(check_name, message, severity, details, account, ip, path, first_seen, last_seen, count)
-         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)
-         ON CONFLICT(check_name, message) DO UPDATE SET severity=excluded.severity, details=excluded.details,
+    insert_rows(
+        c,
+        "active_findings(check_name, message, severity, details, account, ip, path, first_seen, last_seen, count)",
+        10,
+        "ON CONFLICT(check_name, message) DO UPDATE SET severity=excluded.severity, details=excluded.details,
            account=excluded.account, ip=excluded.ip, path=excluded.path, first_seen=excluded.first_seen,
            last_seen=excluded.last_seen, count=excluded.count",
-    )?;
-    for f in findings {
-        st.execute(params![
-            f.check,
-            f.message,
-            f.severity.level(),
-            f.details,
-            f.account,
-            f.ip.map(|i| i.to_string()),
-            f.path,
-            f.first_seen.as_microsecond(),
-            f.last_seen.as_microsecond(),
-            f.count as i64,
-        ])?;
-    }
-    Ok(())
+        findings,
+        |st, i, f| {
+            st.raw_bind_parameter(i, &f.check)?;
+            st.raw_bind_parameter(i + 1, &f.message)?;
+            st.raw_bind_parameter(i + 2, f.severity.level())?;
+            st.raw_bind_parameter(i + 3, &f.details)?;
+            st.raw_bind_parameter(i + 4, &f.account)?;
+            st.raw_bind_parameter(i + 5, f.ip.map(|a| a.to_string()))?;
+            st.raw_bind_parameter(i + 6, &f.path)?;
+            st.raw_bind_parameter(i + 7, f.first_seen.as_microsecond())?;
+            st.raw_bind_parameter(i + 8, f.last_seen.as_microsecond())?;
+            st.raw_bind_parameter(i + 9, f.count as i64)
+        },
+    )
 }
 
-pub fn delete_active(c: &Connection, keys: &[(String, String)]) -> rusqlite::Result<()> {
+/// Deletes the active rows of the given (check, message) keys.
+pub fn delete_active_keys<'a>(
+    c: &Connection,
+    keys: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> rusqlite::Result<()> {
     let mut st =
         c.prepare_cached("DELETE FROM active_findings WHERE check_name = ?1 AND message = ?2")?;
     for (check, message) in keys {
         st.execute(params![check, message])?;
     }
     Ok(())
+}
+
+pub fn delete_active(c: &Connection, keys: &[(String, String)]) -> rusqlite::Result<()> {
+    delete_active_keys(c, keys.iter().map(|(a, b)| (a.as_str(), b.as_str())))
 }
 
 fn finding_from_row(r: &Row<'_>) -> rusqlite::Result<Finding> {
@@ -121,4 +175,58 @@ pub fn load_checkpoint(c: &Connection, source: &str) -> rusqlite::Result<Option<
 
 pub fn history_count(c: &Connection) -> rusqlite::Result<i64> {
     c.query_row("SELECT count(*) FROM history", [], |r| r.get(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn db() -> Connection {
+        let mut c = Connection::open_in_memory().unwrap();
+        crate::store::schema::migrate(&mut c).unwrap();
+        c
+    }
+
+    fn f(i: usize, count: u64) -> Finding {
+        let mut f = Finding::new(
+            "ssh_bruteforce",
+            Severity::High,
+            format!("m{i}"),
+            Timestamp::from_second(1_767_225_600 + i as i64).unwrap(),
+        )
+        .with_ip(format!("192.0.2.{}", i % 250).parse().unwrap());
+        f.count = count;
+        f
+    }
+
+    #[test]
+    fn multi_row_statements_write_every_row_and_upsert() {
+        let c = db();
+        // 70 rows: two full statements and six single rows.
+        let rows: Vec<Finding> = (0..70).map(|i| f(i, 1)).collect();
+        let refs: Vec<&Finding> = rows.iter().collect();
+        insert_history(&c, &refs).unwrap();
+        assert_eq!(history_count(&c).unwrap(), 70);
+        let at: Vec<i64> = c
+            .prepare("SELECT at FROM history ORDER BY id")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let want: Vec<i64> = rows.iter().map(|f| f.last_seen.as_microsecond()).collect();
+        assert_eq!(at, want, "in order");
+        upsert_active(&c, &refs).unwrap();
+        let again: Vec<Finding> = (0..40).map(|i| f(i, 7)).collect();
+        let refs: Vec<&Finding> = again.iter().collect();
+        upsert_active(&c, &refs).unwrap();
+        let mut active = load_active(&c).unwrap();
+        active.sort_by_key(|f| f.first_seen);
+        assert_eq!(active.len(), 70);
+        assert_eq!(active[39].count, 7);
+        assert_eq!(active[40].count, 1);
+        assert_eq!(active[5], again[5]);
+        delete_active_keys(&c, [("ssh_bruteforce", "m0"), ("ssh_bruteforce", "m69")]).unwrap();
+        assert_eq!(load_active(&c).unwrap().len(), 68);
+    }
 }

@@ -4,7 +4,7 @@
 //! Guarantees:
 //! - Rows come newest first: `at` descending, then `id` descending, whatever the plan.
 //! - Without `search`, `total` is exact and cheap: whole UTC days inside the range are summed
-//!   from `history_daily` (kept by triggers, migration 5), and only the partial days at the
+//!   from `history_daily` (see "Derived tables" below), and only the partial days at the
 //!   range edges are counted from the indexes. The cost grows with the number of days,
 //!   checks and severities in `history_daily`, not with the number of rows.
 //! - Without `search`, the page is read through the index that the counts say is cheapest
@@ -14,11 +14,31 @@
 //!   exactly (SQLite's `LIKE`, wildcards escaped). Terms of at least
 //!   [`MIN_INDEXED_SEARCH_CHARS`] characters take candidates from the trigram index
 //!   `history_fts` (rows holding the term's rarest trigrams; see [`candidate_query`]), the
-//!   most recently recorded first, at most [`SEARCH_SCAN_CAP`] of them; shorter terms, and
+//!   most recently recorded first, at most [`SEARCH_SCAN_CAP`] of them; rows not yet in the
+//!   index (its backlog, below) are examined directly first and count against the same cap,
+//!   so no row is missed, only examined in another way. Shorter terms, and
 //!   terms with control characters, examine the newest [`SHORT_SEARCH_SCAN_CAP`] rows that
 //!   pass the other filters. When the cap stops the examination, `total` counts the matches
 //!   among the examined rows and [`Page::scan_capped`] is set.
 //! - Every value reaches SQLite as a bound parameter; no input is spliced into SQL text.
+//!
+//! # Derived tables
+//!
+//! `history_daily` (rows per UTC day, check and severity, with id bounds) and `history_fts`
+//! (the trigram index) are derived from `history` in bulk rather than by a trigger per row
+//! (a row trigger costs a statement journal per INSERT, and FTS5 writes one index segment
+//! per statement savepoint; together they cut ingest to a few thousand rows a second).
+//! `history_derived` holds two watermarks, the newest id of each derived table:
+//! - [`derive_pending`] counts new rows into `history_daily` in the transaction that wrote
+//!   them (the findings dispatcher's commit), so totals are exact at every commit.
+//! - The search index trails: the store's writer indexes the backlog in steps of about 10 ms
+//!   (at most [`INDEX_STEP`] rows) when no write came for a moment and writes took less than
+//!   half of its time lately ([`index_pending`]), so bursts of findings are committed at
+//!   full speed and indexed right after. When the backlog exceeds [`MAX_UNINDEXED`] rows,
+//!   writers of new rows index a step themselves, which bounds it under sustained load.
+//!   The backlog is visible as `search_index_backlog` in the store's health.
+//! - Rows written by other means (an older build, a restore) are derived when the store
+//!   opens. Delete and update triggers adjust both tables for rows already derived.
 
 use std::collections::BTreeMap;
 
@@ -615,7 +635,9 @@ fn id_bounds(c: &Connection, f: &Filter) -> rusqlite::Result<Option<(i64, i64)>>
 
 type Matches = (Vec<(i64, i64)>, bool);
 
-/// (at, id) of the matches among the `cap` most recently recorded index candidates.
+/// (at, id) of the matches among the `cap` most recently recorded candidates: first the
+/// rows of the range not yet in the search index ([`index_backlog`]), newest first, then
+/// the index's candidates.
 fn indexed_matches(
     c: &Connection,
     f: &Filter,
@@ -625,6 +647,32 @@ fn indexed_matches(
     let Some((lo, hi)) = id_bounds(c, f)? else {
         return Ok((Vec::new(), false));
     };
+    let (fts_upto, _) = index_backlog(c)?;
+    let mut out = Vec::new();
+    let mut left = cap;
+    if hi > fts_upto {
+        // Not indexed yet: examine these rows directly.
+        let mut q = Sql::new("SELECT h.id, h.at, coalesce((1");
+        q.conds("h", f.from, f.to, f)
+            .push(" AND ")
+            .search("h", term);
+        q.push("), 0) FROM history AS h WHERE h.id > ")
+            .bind(fts_upto.max(lo.saturating_sub(1)))
+            .push(" AND h.id <= ")
+            .bind(hi)
+            .push(" ORDER BY h.id DESC LIMIT ")
+            .bind(cap as i64 + 1);
+        let (tail, examined, capped) = collect_matches(c, &q, cap)?;
+        if capped {
+            return Ok((tail, true));
+        }
+        out = tail;
+        left = cap - examined;
+    }
+    let hi = hi.min(fts_upto);
+    if hi < lo {
+        return Ok((out, false));
+    }
     let fts = candidate_query(c, term, lo, hi)?;
     let mut q = Sql::new("SELECT c.rid, h.at, coalesce((1");
     q.conds("h", f.from, f.to, f)
@@ -637,9 +685,11 @@ fn indexed_matches(
         .push(" AND rowid <= ")
         .bind(hi)
         .push(" ORDER BY rowid DESC LIMIT ")
-        .bind(cap as i64 + 1)
+        .bind(left as i64 + 1)
         .push(") AS c LEFT JOIN history AS h ON h.id = c.rid");
-    collect_matches(c, &q, cap)
+    let (more, _, capped) = collect_matches(c, &q, left)?;
+    out.extend(more);
+    Ok((out, capped))
 }
 
 /// (at, id) of the matches among the newest `cap` rows passing the other conditions.
@@ -655,19 +705,23 @@ fn scanned_matches(
     q.conds("h", f.from, f.to, f);
     q.push(" ORDER BY h.at DESC, h.id DESC LIMIT ")
         .bind(cap as i64 + 1);
-    collect_matches(c, &q, cap)
+    let (out, _, capped) = collect_matches(c, &q, cap)?;
+    Ok((out, capped))
 }
 
-/// Runs a query yielding (id, at, matched) per examined row; stops after `cap` rows and
-/// reports whether more were there.
-fn collect_matches(c: &Connection, q: &Sql, cap: usize) -> rusqlite::Result<Matches> {
+/// (at, id) of matches, rows examined, whether more rows were there.
+type Examined = (Vec<(i64, i64)>, usize, bool);
+
+/// Runs a query yielding (id, at, matched) per examined row; stops after `cap` rows.
+/// Returns the matches, the rows examined, and whether more were there.
+fn collect_matches(c: &Connection, q: &Sql, cap: usize) -> rusqlite::Result<Examined> {
     let mut st = c.prepare_cached(&q.text)?;
     let mut rows = st.query(params_from_iter(q.params.iter()))?;
     let mut out = Vec::new();
     let mut examined = 0usize;
     while let Some(r) = rows.next()? {
         if examined == cap {
-            return Ok((out, true));
+            return Ok((out, examined, true));
         }
         examined += 1;
         let hit: Option<i64> = r.get(2)?;
@@ -676,7 +730,84 @@ fn collect_matches(c: &Connection, q: &Sql, cap: usize) -> rusqlite::Result<Matc
             out.push((at, r.get::<_, i64>(0)?));
         }
     }
-    Ok((out, false))
+    Ok((out, examined, false))
+}
+
+/// Rows of the search index's backlog ([`index_pending`]) above which the writer of new
+/// rows indexes them itself, so the rows that searches must examine without the index stay
+/// bounded even when ingest outpaces the index for a long time.
+pub const MAX_UNINDEXED: i64 = 1_000_000;
+/// Rows indexed per step when the backlog is worked off.
+pub const INDEX_STEP: i64 = 2_048;
+
+/// The derived-table watermarks: the newest history ids counted in `history_daily` and
+/// indexed in `history_fts`.
+fn watermarks(c: &Connection) -> rusqlite::Result<(i64, i64)> {
+    c.prepare_cached("SELECT daily_upto, fts_upto FROM history_derived WHERE id = 1")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
+}
+
+/// Counts the rows above the day-count watermark into `history_daily` with one statement
+/// and moves the watermark to the newest id. Call it in the transaction that inserted the
+/// rows, so no reader ever sees a row that is not counted (the store also calls it at open,
+/// for rows written by other means). When the search index's backlog exceeds
+/// [`MAX_UNINDEXED`] it also indexes one step of it. Returns the rows counted.
+pub fn derive_pending(c: &Connection) -> rusqlite::Result<u64> {
+    let (daily, fts) = watermarks(c)?;
+    let newest: Option<i64> = c
+        .prepare_cached("SELECT max(id) FROM history")?
+        .query_row([], |r| r.get(0))?;
+    let Some(newest) = newest.filter(|n| *n > daily) else {
+        return Ok(0);
+    };
+    let n = c
+        .prepare_cached(
+            "INSERT INTO history_daily(day, check_name, severity, n, min_id, max_id)
+             SELECT CASE WHEN at >= 0 THEN at / 86400000000 ELSE (at + 1) / 86400000000 - 1 END AS d,
+                    check_name, severity, count(*), min(id), max(id)
+             FROM history WHERE id > ?1 AND id <= ?2 GROUP BY d, check_name, severity
+             ON CONFLICT(day, check_name, severity) DO UPDATE SET n = n + excluded.n,
+                 min_id = min(min_id, excluded.min_id), max_id = max(max_id, excluded.max_id)",
+        )?
+        .execute([daily, newest])?;
+    c.prepare_cached("UPDATE history_derived SET daily_upto = ?1 WHERE id = 1")?
+        .execute([newest])?;
+    if newest - fts > MAX_UNINDEXED {
+        index_step(c, fts, newest, INDEX_STEP)?;
+    }
+    Ok(n as u64)
+}
+
+/// History ids not yet in the search index: `(fts_upto, newest]` as (watermark, newest).
+pub fn index_backlog(c: &Connection) -> rusqlite::Result<(i64, i64)> {
+    let (_, fts) = watermarks(c)?;
+    let newest: Option<i64> = c
+        .prepare_cached("SELECT max(id) FROM history")?
+        .query_row([], |r| r.get(0))?;
+    Ok((fts, newest.unwrap_or(0).max(fts)))
+}
+
+/// Indexes the oldest `rows` rows (at most [`INDEX_STEP`]) of the search index's backlog
+/// (one statement, so FTS5 writes one segment for them). Returns the rows still waiting.
+pub fn index_pending(c: &Connection, rows: i64) -> rusqlite::Result<i64> {
+    let (fts, newest) = index_backlog(c)?;
+    if newest <= fts {
+        return Ok(0);
+    }
+    index_step(c, fts, newest, rows)
+}
+
+fn index_step(c: &Connection, fts: i64, newest: i64, rows: i64) -> rusqlite::Result<i64> {
+    let upto = newest.min(fts.saturating_add(rows.clamp(1, INDEX_STEP)));
+    c.prepare_cached(
+        "INSERT INTO history_fts(rowid, check_name, message, details, account, ip, path)
+         SELECT id, check_name, message, details, account, ip, path FROM history
+         WHERE id > ?1 AND id <= ?2",
+    )?
+    .execute([fts, upto])?;
+    c.prepare_cached("UPDATE history_derived SET fts_upto = ?1 WHERE id = 1")?
+        .execute([upto])?;
+    Ok(newest - upto)
 }
 
 /// Rows per severity (index = level: 0 WARNING, 1 HIGH, 2 CRITICAL) with `at` in

@@ -32,6 +32,8 @@ use serde::Serialize;
 pub const WRITER_QUEUE: usize = 4096;
 /// Jobs committed together at most.
 const BATCH: usize = 512;
+/// Quiet time after which the writer works on the search index's backlog.
+const IDLE: Duration = Duration::from_millis(2);
 /// How long a waiting writer caller waits for its commit.
 const WRITE_WAIT: Duration = Duration::from_secs(10);
 /// Page cache of each pooled read connection, KiB (SQLite's default is 2 MiB). Up to eight
@@ -88,6 +90,8 @@ struct Counters {
     commits: AtomicU64,
     waiting: AtomicU64,
     last_error_failed: AtomicBool,
+    /// History rows not yet in the search index (updated by the writer).
+    unindexed: AtomicU64,
 }
 
 /// Snapshot of store health for status and metrics.
@@ -101,6 +105,9 @@ pub struct StoreHealth {
     pub commits: u64,
     pub writer_waiting: u64,
     pub writer_capacity: usize,
+    /// History rows written and counted but not yet in the search index: the writer indexes
+    /// them while no write waits (searches examine them directly meanwhile).
+    pub search_index_backlog: u64,
 }
 
 struct Inner {
@@ -109,6 +116,28 @@ struct Inner {
     readers: Mutex<Vec<Connection>>,
     counters: Counters,
     writer: Mutex<Option<JoinHandle<()>>>,
+    checkpointer: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// A queued write ([`Store::write_pending`]).
+pub struct PendingWrite<R> {
+    rx: Receiver<Result<Output, StoreError>>,
+    _out: std::marker::PhantomData<fn() -> R>,
+}
+
+impl<R: 'static> PendingWrite<R> {
+    /// Waits for the commit (at most the store's write wait; then the outcome is unknown).
+    pub fn wait(self) -> Result<R, StoreError> {
+        match self.rx.recv_timeout(WRITE_WAIT) {
+            Ok(Ok(out)) => out
+                .downcast::<R>()
+                .map(|b| *b)
+                .map_err(|_| StoreError::Closed),
+            Ok(Err(e)) => Err(e),
+            Err(RecvTimeoutError::Timeout) => Err(StoreError::Timeout),
+            Err(RecvTimeoutError::Disconnected) => Err(StoreError::Closed),
+        }
+    }
 }
 
 /// Handle to the store; cheap to clone.
@@ -146,8 +175,31 @@ impl Store {
         )?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // Statement journals (one per statement that may abort halfway) stay in memory.
+        conn.pragma_update(None, "temp_store", "MEMORY")?;
         schema::migrate(&mut conn)?;
+        {
+            // Rows written by other means (an older build, a restore, a tool) are derived now.
+            let tx = conn.transaction()?;
+            let n = history::derive_pending(&tx)?;
+            tx.commit()?;
+            if n > 0 {
+                log::info!("store: indexed {n} history rows written outside the daemon");
+            }
+        }
 
+        // Checkpoints run on their own thread and connection (their fsync never delays a
+        // commit); the writer only tells it that something was committed.
+        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        let ckpt_conn = open_conn(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+        let (ckpt_tx, ckpt_rx) = bounded::<()>(1);
+        let spawn_err = |e: std::io::Error| {
+            StoreError::Sql(rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+        };
+        let checkpointer = std::thread::Builder::new()
+            .name("store-checkpoint".into())
+            .spawn(move || checkpoint_loop(ckpt_conn, ckpt_rx))
+            .map_err(spawn_err)?;
         let (tx, rx) = bounded::<Job>(WRITER_QUEUE);
         let inner = Arc::new(Inner {
             path: path.to_path_buf(),
@@ -155,12 +207,13 @@ impl Store {
             readers: Mutex::new(Vec::new()),
             counters: Counters::default(),
             writer: Mutex::new(None),
+            checkpointer: Mutex::new(Some(checkpointer)),
         });
         let weak = Arc::downgrade(&inner);
         let handle = std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || writer_loop(conn, rx, weak))
-            .map_err(|e| StoreError::Sql(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
+            .spawn(move || writer_loop(conn, rx, weak, ckpt_tx))
+            .map_err(spawn_err)?;
         *inner.writer.lock() = Some(handle);
         Ok(Store { inner })
     }
@@ -193,20 +246,25 @@ impl Store {
         R: Send + 'static,
         F: FnOnce(&Connection) -> rusqlite::Result<R> + Send + 'static,
     {
+        self.write_pending(f)?.wait()
+    }
+
+    /// Queues `f` on the writer thread; [`PendingWrite::wait`] waits for its commit. Lets a
+    /// caller prepare its next write while this one commits (jobs commit in queue order).
+    pub fn write_pending<R, F>(&self, f: F) -> Result<PendingWrite<R>, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<R> + Send + 'static,
+    {
         let (rtx, rrx) = bounded(1);
         self.submit(Job {
             work: Box::new(move |c| f(c).map(|r| Box::new(r) as Output)),
             reply: Some(rtx),
         })?;
-        match rrx.recv_timeout(WRITE_WAIT) {
-            Ok(Ok(out)) => out
-                .downcast::<R>()
-                .map(|b| *b)
-                .map_err(|_| StoreError::Closed),
-            Ok(Err(e)) => Err(e),
-            Err(RecvTimeoutError::Timeout) => Err(StoreError::Timeout),
-            Err(RecvTimeoutError::Disconnected) => Err(StoreError::Closed),
-        }
+        Ok(PendingWrite {
+            rx: rrx,
+            _out: std::marker::PhantomData,
+        })
     }
 
     /// Queues `f` on the writer thread without waiting. Refusal is counted.
@@ -253,6 +311,7 @@ impl Store {
             commits: c.commits.load(Ordering::Relaxed),
             writer_waiting: c.waiting.load(Ordering::Relaxed),
             writer_capacity: WRITER_QUEUE,
+            search_index_backlog: c.unindexed.load(Ordering::Relaxed),
         }
     }
 
@@ -262,12 +321,205 @@ impl Store {
         if let Some(h) = self.inner.writer.lock().take() {
             let _ = h.join();
         }
+        if let Some(h) = self.inner.checkpointer.lock().take() {
+            let _ = h.join();
+        }
     }
 }
 
-fn writer_loop(conn: Connection, rx: Receiver<Job>, inner: std::sync::Weak<Inner>) {
+/// Rows of the next index step, sized so that a step takes about [`INDEX_STEP_TIME`] (a
+/// write that arrives meanwhile waits at most that long).
+struct StepSize {
+    rows: i64,
+}
+
+/// Target duration of one index step.
+const INDEX_STEP_TIME: Duration = Duration::from_millis(10);
+
+impl StepSize {
+    fn adjust(&mut self, rows: i64, took: Duration) {
+        if rows <= 0 {
+            return;
+        }
+        let per_row = took.as_secs_f64() / rows as f64;
+        let want = (INDEX_STEP_TIME.as_secs_f64() / per_row.max(1e-9)) as i64;
+        self.rows = want.clamp(64, history::INDEX_STEP);
+    }
+}
+
+/// One step of the search index's backlog in its own transaction. Returns whether more
+/// rows wait.
+/// How often an idle writer looks for history rows another connection wrote (a restore, a
+/// tool, a test fixture): they are counted and indexed within about this long even when
+/// the daemon itself writes nothing.
+const OUTSIDE_ROWS_CHECK: Duration = Duration::from_secs(1);
+
+/// Counts history rows above the day-count watermark (written by another connection while
+/// the writer was idle). A read when there are none; true when some were counted (the search
+/// index then has a backlog to work off). A failure is logged when it starts, not each time.
+fn derive_outside_rows(conn: &Connection, failing: &mut bool) -> bool {
+    let step = (|| {
+        let tx = conn.unchecked_transaction()?;
+        let n = history::derive_pending(&tx)?;
+        tx.commit()?;
+        Ok::<u64, rusqlite::Error>(n)
+    })();
+    match step {
+        Ok(n) => {
+            *failing = false;
+            n > 0
+        }
+        Err(e) => {
+            if !std::mem::replace(failing, true) {
+                log::warn!("store: cannot count history rows written outside the daemon: {e}");
+            }
+            false
+        }
+    }
+}
+
+fn index_step(conn: &Connection, inner: &std::sync::Weak<Inner>, size: &mut StepSize) -> bool {
+    let started = std::time::Instant::now();
+    let step = (|| {
+        let tx = conn.unchecked_transaction()?;
+        let (before, newest) = history::index_backlog(&tx)?;
+        let left = history::index_pending(&tx, size.rows)?;
+        tx.commit()?;
+        Ok::<(i64, i64), rusqlite::Error>(((newest - before) - left, left))
+    })();
+    match step {
+        Ok((done, left)) => {
+            size.adjust(done, started.elapsed());
+            if let Some(inner) = inner.upgrade() {
+                inner
+                    .counters
+                    .unindexed
+                    .store(left.max(0) as u64, Ordering::Relaxed);
+            }
+            left > 0
+        }
+        Err(e) => {
+            log::warn!("store: search index step failed (retried after the next write): {e}");
+            false
+        }
+    }
+}
+
+/// How busy the writer was with jobs lately: the share of wall time spent running them,
+/// over windows of [`LOAD_WINDOW`].
+struct Load {
+    window_start: std::time::Instant,
+    busy: Duration,
+    last: f64,
+}
+
+/// Length of one [`Load`] window.
+const LOAD_WINDOW: Duration = Duration::from_millis(250);
+/// The search index's backlog is worked off only while the writer spent less than this share
+/// of its time on jobs (in the last window and so far in this one), so a burst of writes is
+/// not slowed by indexing and the index catches up as soon as the burst ends.
+const INDEX_BELOW_LOAD: f64 = 0.5;
+
+impl Load {
+    fn new() -> Load {
+        Load {
+            window_start: std::time::Instant::now(),
+            busy: Duration::ZERO,
+            last: 0.0,
+        }
+    }
+
+    fn add(&mut self, busy: Duration) {
+        self.busy += busy;
+        let elapsed = self.window_start.elapsed();
+        if elapsed >= LOAD_WINDOW {
+            self.last = self.busy.as_secs_f64() / elapsed.as_secs_f64();
+            self.window_start = std::time::Instant::now();
+            self.busy = Duration::ZERO;
+        }
+    }
+
+    fn light(&self) -> bool {
+        let elapsed = self.window_start.elapsed().max(Duration::from_millis(20));
+        self.last < INDEX_BELOW_LOAD
+            && self.busy.as_secs_f64() / elapsed.as_secs_f64() < INDEX_BELOW_LOAD
+    }
+}
+
+/// Least time between two checkpoints.
+const CHECKPOINT_PERIOD: Duration = Duration::from_millis(500);
+
+/// Copies committed WAL frames back into the database (PASSIVE: never waits for readers or
+/// the writer) at most every [`CHECKPOINT_PERIOD`] while commits happen; ends when the
+/// writer does.
+fn checkpoint_loop(conn: Connection, rx: Receiver<()>) {
+    let checkpoint = |conn: &Connection| {
+        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            log::warn!("store: checkpoint failed: {e}");
+        }
+    };
+    let mut last: Option<std::time::Instant> = None;
+    while rx.recv().is_ok() {
+        if let Some(wait) = last.map(|t| CHECKPOINT_PERIOD.saturating_sub(t.elapsed())) {
+            // Gather the commits of the rest of the period.
+            let deadline = std::time::Instant::now() + wait;
+            loop {
+                match rx.recv_deadline(deadline) {
+                    Ok(()) => continue,
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => break,
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                        checkpoint(&conn);
+                        return;
+                    }
+                }
+            }
+        }
+        checkpoint(&conn);
+        last = Some(std::time::Instant::now());
+    }
+}
+
+fn writer_loop(
+    conn: Connection,
+    rx: Receiver<Job>,
+    inner: std::sync::Weak<Inner>,
+    checkpoints: Sender<()>,
+) {
+    crate::findings::engine::raise_priority("store writer");
     let mut batch: Vec<Job> = Vec::with_capacity(BATCH);
-    while let Ok(first) = rx.recv() {
+    // Whether the search index may have a backlog to work off while no job waits.
+    let mut indexing = true;
+    let mut load = Load::new();
+    let mut size = StepSize { rows: 512 };
+    // Whether the last look for rows written outside failed (logged once until it works).
+    let mut outside_failing = false;
+    loop {
+        let first = if indexing {
+            // Idle means no job for a moment, not merely an empty queue between two jobs
+            // of a caller that writes again at once, and a light load lately.
+            match rx.recv_timeout(IDLE) {
+                Ok(j) => j,
+                Err(RecvTimeoutError::Timeout) => {
+                    if load.light() {
+                        indexing = index_step(&conn, &inner, &mut size);
+                    } else {
+                        load.add(Duration::ZERO);
+                    }
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        } else {
+            match rx.recv_timeout(OUTSIDE_ROWS_CHECK) {
+                Ok(j) => j,
+                Err(RecvTimeoutError::Timeout) => {
+                    indexing = derive_outside_rows(&conn, &mut outside_failing);
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        };
+        indexing = true;
         batch.push(first);
         while batch.len() < BATCH {
             match rx.try_recv() {
@@ -276,7 +528,10 @@ fn writer_loop(conn: Connection, rx: Receiver<Job>, inner: std::sync::Weak<Inner
             }
         }
         let n = batch.len() as u64;
+        let started = std::time::Instant::now();
         let results = run_batch(&conn, &mut batch);
+        load.add(started.elapsed());
+        let _ = checkpoints.try_send(());
         if let Some(inner) = inner.upgrade() {
             let c = &inner.counters;
             c.waiting.fetch_sub(n, Ordering::Relaxed);
@@ -286,6 +541,10 @@ fn writer_loop(conn: Connection, rx: Receiver<Job>, inner: std::sync::Weak<Inner
             c.commits.fetch_add(1, Ordering::Relaxed);
             c.last_error_failed
                 .store(failed == n && failed > 0, Ordering::Relaxed);
+            if let Ok((indexed, newest)) = history::index_backlog(&conn) {
+                c.unindexed
+                    .store((newest - indexed).max(0) as u64, Ordering::Relaxed);
+            }
         }
         for (result, reply) in results {
             if let Some(reply) = reply {
@@ -389,6 +648,39 @@ mod tests {
         assert_eq!(v1, v2);
         assert!(v1 >= 1);
         s2.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn rows_written_by_another_connection_are_counted_while_idle() {
+        let (s, dir) = tmp_store("outside");
+        let other = Connection::open(dir.join("svc.db")).unwrap();
+        other
+            .execute(
+                "INSERT INTO history(at, check_name, severity, message, details) VALUES (1, 'outside', 1, 'm', '')",
+                [],
+            )
+            .unwrap();
+        // No write through the store: the idle writer finds the row by itself.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let n: i64 = s
+                .read(|c| {
+                    c.query_row(
+                        "SELECT coalesce(sum(n), 0) FROM history_daily WHERE check_name = 'outside'",
+                        [],
+                        |r| r.get(0),
+                    )
+                })
+                .unwrap();
+            if n == 1 && s.health().search_index_backlog == 0 {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "never counted");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        drop(other);
+        s.close();
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -217,6 +217,79 @@ const MIGRATIONS: &[&str] = &[
         created INTEGER NOT NULL,
         expires INTEGER
     );",
+    // 9: the derived history tables are written in bulk by the store instead of by a
+    // trigger per row (see store/history.rs, "Derived tables"): a row trigger made every
+    // INSERT open a statement journal, and FTS5 flushes its pending terms at every statement
+    // savepoint, so each row became its own index segment. `daily_upto` and `fts_upto` are
+    // the newest history ids counted in `history_daily` and indexed in `history_fts`. The
+    // delete and update triggers stay, for rows already derived. `active_findings` becomes a
+    // WITHOUT ROWID table: one b-tree keyed by (check, message) instead of a table and its
+    // key index, so an upsert touches one b-tree.
+    "CREATE TABLE active_findings_new (
+        check_name TEXT NOT NULL,
+        message TEXT NOT NULL,
+        severity INTEGER NOT NULL,
+        details TEXT NOT NULL,
+        account TEXT,
+        ip TEXT,
+        path TEXT,
+        first_seen INTEGER NOT NULL,
+        last_seen INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        PRIMARY KEY (check_name, message)
+    ) WITHOUT ROWID;
+    INSERT INTO active_findings_new SELECT check_name, message, severity, details, account, ip,
+        path, first_seen, last_seen, count FROM active_findings;
+    DROP TABLE active_findings;
+    ALTER TABLE active_findings_new RENAME TO active_findings;
+    DROP TRIGGER history_daily_ai;
+    DROP TRIGGER history_fts_ai;
+    DROP TRIGGER history_daily_ad;
+    DROP TRIGGER history_daily_au;
+    DROP TRIGGER history_fts_ad;
+    DROP TRIGGER history_fts_au;
+    CREATE TABLE history_derived (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        daily_upto INTEGER NOT NULL,
+        fts_upto INTEGER NOT NULL
+    );
+    INSERT INTO history_derived(id, daily_upto, fts_upto)
+        SELECT 1, coalesce(max(id), 0), coalesce(max(id), 0) FROM history;
+    CREATE TRIGGER history_daily_ad AFTER DELETE ON history
+    WHEN OLD.id <= (SELECT daily_upto FROM history_derived WHERE id = 1) BEGIN
+        UPDATE history_daily SET n = n - 1
+        WHERE day = CASE WHEN OLD.at >= 0 THEN OLD.at / 86400000000 ELSE (OLD.at + 1) / 86400000000 - 1 END
+          AND check_name = OLD.check_name AND severity = OLD.severity;
+        DELETE FROM history_daily WHERE n <= 0
+          AND day = CASE WHEN OLD.at >= 0 THEN OLD.at / 86400000000 ELSE (OLD.at + 1) / 86400000000 - 1 END
+          AND check_name = OLD.check_name AND severity = OLD.severity;
+    END;
+    CREATE TRIGGER history_daily_au AFTER UPDATE OF id, at, check_name, severity ON history
+    WHEN OLD.id <= (SELECT daily_upto FROM history_derived WHERE id = 1) BEGIN
+        UPDATE history_daily SET n = n - 1
+        WHERE day = CASE WHEN OLD.at >= 0 THEN OLD.at / 86400000000 ELSE (OLD.at + 1) / 86400000000 - 1 END
+          AND check_name = OLD.check_name AND severity = OLD.severity;
+        DELETE FROM history_daily WHERE n <= 0
+          AND day = CASE WHEN OLD.at >= 0 THEN OLD.at / 86400000000 ELSE (OLD.at + 1) / 86400000000 - 1 END
+          AND check_name = OLD.check_name AND severity = OLD.severity;
+        INSERT INTO history_daily(day, check_name, severity, n, min_id, max_id)
+        VALUES (CASE WHEN NEW.at >= 0 THEN NEW.at / 86400000000 ELSE (NEW.at + 1) / 86400000000 - 1 END,
+                NEW.check_name, NEW.severity, 1, NEW.id, NEW.id)
+        ON CONFLICT(day, check_name, severity) DO UPDATE SET n = n + 1,
+            min_id = min(min_id, excluded.min_id), max_id = max(max_id, excluded.max_id);
+    END;
+    CREATE TRIGGER history_fts_ad AFTER DELETE ON history
+    WHEN OLD.id <= (SELECT fts_upto FROM history_derived WHERE id = 1) BEGIN
+        INSERT INTO history_fts(history_fts, rowid, check_name, message, details, account, ip, path)
+        VALUES ('delete', OLD.id, OLD.check_name, OLD.message, OLD.details, OLD.account, OLD.ip, OLD.path);
+    END;
+    CREATE TRIGGER history_fts_au AFTER UPDATE OF id, check_name, message, details, account, ip, path ON history
+    WHEN OLD.id <= (SELECT fts_upto FROM history_derived WHERE id = 1) BEGIN
+        INSERT INTO history_fts(history_fts, rowid, check_name, message, details, account, ip, path)
+        VALUES ('delete', OLD.id, OLD.check_name, OLD.message, OLD.details, OLD.account, OLD.ip, OLD.path);
+        INSERT INTO history_fts(rowid, check_name, message, details, account, ip, path)
+        VALUES (NEW.id, NEW.check_name, NEW.message, NEW.details, NEW.account, NEW.ip, NEW.path);
+    END;",
 ];
 
 /// Applies pending migrations.

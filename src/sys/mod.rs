@@ -5,3 +5,4 @@ pub mod dirstream;
 pub mod fhandle;
 pub mod malloc;
 pub mod poll;
+pub mod priority;

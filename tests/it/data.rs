@@ -416,7 +416,12 @@ fn enriched_findings_order_limit_version_geo_and_block_ip() {
     let d = data_daemon("enriched");
     let all = d.get("/api/v1/findings/enriched", READ).expect(200).json();
     assert_eq!(all["total"], 5);
-    assert!(all.get("limit").is_none() && all.get("truncated").is_none());
+    // Without limit: the default page (1,000).
+    assert_eq!(
+        (all["limit"].as_u64(), all["offset"].as_u64()),
+        (Some(1000), Some(0))
+    );
+    assert_eq!(all["truncated"], false);
     assert_eq!(
         all["severity_counts"],
         serde_json::json!({ "critical": 2, "high": 1, "warning": 2 })
@@ -486,7 +491,7 @@ fn enriched_findings_order_limit_version_geo_and_block_ip() {
             "world_writable_php"
         ]
     );
-    for bad in ["abc", "0", "-1", "1.5", "100001"] {
+    for bad in ["abc", "0", "-1", "1.5", "10001", "100001"] {
         let r = d.get(&format!("/api/v1/findings/enriched?limit={bad}"), READ);
         r.expect(400);
         assert!(r.json()["error"].as_str().unwrap().contains("limit"));

@@ -62,7 +62,10 @@ fn add(c: &Connection, h: H<'_>) -> i64 {
         ],
     )
     .unwrap();
-    c.last_insert_rowid()
+    let id = c.last_insert_rowid();
+    // Count the row as the store's writer does for its own rows.
+    svc::store::history::derive_pending(c).unwrap();
+    id
 }
 
 fn at(c: &Connection, instant: &str) -> i64 {

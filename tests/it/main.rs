@@ -18,6 +18,7 @@ mod firewall;
 mod front;
 mod history;
 mod incidents;
+mod ingest;
 mod injection;
 mod lifecycle;
 mod persist;

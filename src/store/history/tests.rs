@@ -8,8 +8,33 @@ fn db() -> Connection {
     c
 }
 
+/// Inserts a row and derives it, as the store's writer does.
 #[allow(clippy::too_many_arguments)]
 fn insert(
+    c: &Connection,
+    at: i64,
+    check: &str,
+    sev: u8,
+    message: &str,
+    details: &str,
+    account: Option<&str>,
+    ip: Option<&str>,
+    path: Option<&str>,
+) -> i64 {
+    let id = insert_raw(c, at, check, sev, message, details, account, ip, path);
+    derive_all(c);
+    id
+}
+
+/// Counts and indexes every row written so far, as the store's writer does once idle.
+fn derive_all(c: &Connection) {
+    derive_pending(c).unwrap();
+    while index_pending(c, INDEX_STEP).unwrap() > 0 {}
+}
+
+/// Inserts a row without deriving it (another writer, or a schema before migration 9).
+#[allow(clippy::too_many_arguments)]
+fn insert_raw(
     c: &Connection,
     at: i64,
     check: &str,
@@ -61,6 +86,13 @@ const WORDS: [&str; 10] = [
 /// Rows spread over a few UTC days around the epoch and 2026, ids not in `at` order,
 /// several rows per instant, some exactly on day boundaries.
 fn fill(c: &Connection, rng: &mut Rng, n: usize) -> Vec<Row> {
+    let rows = fill_raw(c, rng, n);
+    derive_all(c);
+    rows
+}
+
+/// [`fill`] without deriving the rows.
+fn fill_raw(c: &Connection, rng: &mut Rng, n: usize) -> Vec<Row> {
     let base = [0i64, 1_767_225_600_000_000];
     let mut rows = Vec::new();
     for _ in 0..n {
@@ -82,7 +114,7 @@ fn fill(c: &Connection, rng: &mut Rng, n: usize) -> Vec<Row> {
         let account = (rng.below(2) == 0).then(|| format!("User{}", rng.below(4)));
         let ip = (rng.below(3) == 0).then(|| format!("203.0.113.{}", rng.below(20)));
         let path = (rng.below(2) == 0).then(|| format!("/home/u/{}.php", rng.pick(&WORDS)));
-        let id = insert(
+        let id = insert_raw(
             c,
             at,
             check,
@@ -271,7 +303,7 @@ fn migration_loads_rows_written_before_it() {
     let mut c = Connection::open_in_memory().unwrap();
     crate::store::schema::migrate_to(&mut c, 4).unwrap();
     let mut rng = Rng(7);
-    let rows = fill(&c, &mut rng, 200);
+    let rows = fill_raw(&c, &mut rng, 200);
     crate::store::schema::migrate(&mut c).unwrap();
     for _ in 0..100 {
         let f = random_filter(&mut rng);
@@ -523,4 +555,45 @@ fn stats_queries() {
     let b = blocks_between(&c, 10, 99).unwrap();
     assert_eq!(b.get("auto"), Some(&2));
     assert_eq!(b.get("manual"), Some(&1));
+}
+
+#[test]
+fn rows_written_by_another_writer_are_derived_later() {
+    let c = db();
+    let a = insert(&c, 10, "ssh", 1, "login failed here", "", None, None, None);
+    let b = insert_raw(&c, 20, "ssh", 1, "login failed there", "", None, None, None);
+    let f = Filter {
+        search: Some("failed".into()),
+        ..Filter::default()
+    };
+    // Deleting a row that was never derived leaves the derived tables alone.
+    let gone = insert_raw(&c, 30, "ssh", 1, "login failed gone", "", None, None, None);
+    c.execute("DELETE FROM history WHERE id = ?1", [gone])
+        .unwrap();
+    assert_eq!(derive_pending(&c).unwrap(), 1);
+    assert_eq!(derive_pending(&c).unwrap(), 0, "nothing left");
+    assert_eq!(count(&c, &Filter::default()).unwrap(), 2);
+    // `b` is counted but not indexed yet: searches examine it directly, within the cap.
+    assert_eq!(index_backlog(&c).unwrap(), (a, b));
+    let p = page(&c, &f, 0, 10).unwrap();
+    assert_eq!(ids(&p.rows), vec![b, a]);
+    assert!(!p.scan_capped);
+    let tight = Caps {
+        indexed: 1,
+        scanned: 1,
+    };
+    let p = page_with(&c, &f, 0, 10, None, tight).unwrap();
+    assert_eq!((ids(&p.rows), p.total, p.scan_capped), (vec![b], 1, true));
+    assert_eq!(index_pending(&c, INDEX_STEP).unwrap(), 0);
+    assert_eq!(index_backlog(&c).unwrap(), (b, b));
+    let p = page(&c, &f, 0, 10).unwrap();
+    assert_eq!(ids(&p.rows), vec![b, a]);
+    let fts: i64 = c
+        .query_row(
+            "SELECT count(*) FROM history_fts WHERE history_fts MATCH '\"gon\" AND \"one\"'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(fts, 0);
 }

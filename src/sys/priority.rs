@@ -1,0 +1,53 @@
+//! Scheduling priority of the calling thread.
+
+use std::io;
+
+/// Sets the nice value of the calling thread (Linux keeps one per thread): lower runs
+/// first when the CPU is contended. Lowering it below the current value needs
+/// `CAP_SYS_NICE` (the daemon runs as root); the error tells the caller it stayed as it was.
+pub fn set_thread_nice(nice: i32) -> io::Result<()> {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    let tid = unsafe { libc::gettid() };
+    // SAFETY: setpriority only reads its integer arguments; PRIO_PROCESS with a thread id
+    // changes that one thread of this process.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The nice value of the calling thread.
+pub fn thread_nice() -> io::Result<i32> {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    let tid = unsafe { libc::gettid() };
+    // getpriority may legitimately return -1: errno tells an error apart.
+    // SAFETY: clearing errno through the libc accessor; the pointer is this thread's errno.
+    unsafe { *libc::__errno_location() = 0 };
+    // SAFETY: getpriority only reads its integer arguments.
+    let r = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t) };
+    let err = io::Error::last_os_error();
+    if r == -1 && err.raw_os_error().is_some_and(|e| e != 0) {
+        return Err(err);
+    }
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_can_lower_its_own_priority() {
+        std::thread::spawn(|| {
+            let before = thread_nice().unwrap();
+            set_thread_nice(before + 1).unwrap();
+            assert_eq!(thread_nice().unwrap(), before + 1);
+        })
+        .join()
+        .unwrap();
+        // Other threads keep theirs.
+        assert!(thread_nice().is_ok());
+    }
+}
