@@ -1,0 +1,5 @@
+//! Mail antivirus: spool watcher, tolerant MIME extraction, archives, clamd and the
+//! content-signature scanner, mail quarantine and release.
+pub mod decode;
+pub mod mime;
+pub mod staging;
