@@ -248,8 +248,11 @@ impl Base64Decoder {
                     self.alpha_n += 1;
                     if self.alpha_n == 4 {
                         let a = self.alpha_acc;
-                        self.alpha_out
-                            .extend_from_slice(&[(a >> 16) as u8, (a >> 8) as u8, a as u8]);
+                        self.alpha_out.extend_from_slice(&[
+                            (a >> 16) as u8,
+                            (a >> 8) as u8,
+                            a as u8,
+                        ]);
                         self.alpha_acc = 0;
                         self.alpha_n = 0;
                     }

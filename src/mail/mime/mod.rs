@@ -30,7 +30,7 @@ pub mod lines;
 use std::io::{self, Read};
 
 use mailparse::{MailHeaderMap, ParsedContentType};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::decode::{Base64Decoder, QpDecoder};
 use super::staging::{Spill, SpillError, Staging};
@@ -71,7 +71,7 @@ impl Default for Limits {
 }
 
 /// Why a message was scanned incompletely.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
     /// Stray characters, a truncated quartet or data after padding in base64.
@@ -140,7 +140,9 @@ impl Reason {
             Reason::Read => "spool file unreadable",
             Reason::ArchiveSizeLimit => "archive over the size limit",
             Reason::ArchiveFileLimit => "archive over the file-count limit",
-            Reason::ArchiveRatioLimit => "archive over the compression-ratio limit (zip bomb refused)",
+            Reason::ArchiveRatioLimit => {
+                "archive over the compression-ratio limit (zip bomb refused)"
+            }
             Reason::ArchiveDepthLimit => "archive nested deeper than the limit",
             Reason::ArchiveEncrypted => "encrypted archive member",
             Reason::ArchiveError => "damaged archive",
@@ -150,14 +152,14 @@ impl Reason {
 }
 
 /// One reason, with the part it concerns (MIME position, `""` for the message).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Incomplete {
     pub reason: Reason,
     pub part: String,
 }
 
 /// Which reading of a base64 body a part is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Interp {
     AlphabetOnly,
@@ -240,7 +242,10 @@ pub fn sanitize_name(raw: &str) -> Option<String> {
     let mut out = String::new();
     for c in base.chars().take(128) {
         let bad = crate::text::needs_escape(c)
-            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{feff}' | '\u{2028}' | '\u{2029}');
+            || matches!(
+                c,
+                '\u{200b}'..='\u{200f}' | '\u{feff}' | '\u{2028}' | '\u{2029}'
+            );
         out.push(if bad { '_' } else { c });
     }
     if out.is_empty() || out == "." || out == ".." {
@@ -259,7 +264,10 @@ fn cut_header(s: String) -> String {
 enum End {
     Eof,
     /// A delimiter of the boundary at this stack index.
-    Delim { idx: usize, close: bool },
+    Delim {
+        idx: usize,
+        close: bool,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -483,16 +491,14 @@ impl<'s, S: Sink> Walker<'s, S> {
         }
         let mime = ent.ctype.mimetype.to_ascii_lowercase();
         let cte = cte_of(&ent.cte_raw);
-        let container = mime.starts_with("multipart/")
-            || mime == "message/rfc822"
-            || mime == "message/global";
+        let container =
+            mime.starts_with("multipart/") || mime == "message/rfc822" || mime == "message/global";
         if container && depth >= self.limits.max_depth {
             self.report.add(Reason::DepthLimit, path);
             return self.leaf(src, ent, cte, depth, stack, path);
         }
         if mime.starts_with("multipart/") {
-            let Some(boundary) = ent.ctype.params.get("boundary").filter(|b| !b.is_empty())
-            else {
+            let Some(boundary) = ent.ctype.params.get("boundary").filter(|b| !b.is_empty()) else {
                 self.report.add(Reason::MultipartNoBoundary, path);
                 return self.leaf(src, ent, cte, depth, stack, path);
             };
@@ -500,8 +506,7 @@ impl<'s, S: Sink> Walker<'s, S> {
             if cte != Cte::Identity {
                 return self.encoded_container(src, cte, stack, path, |w, inner| {
                     let mut s = vec![boundary.clone()];
-                    w.multipart_body(inner, &mut s, depth + 1, path)
-                        .map(|_| ())
+                    w.multipart_body(inner, &mut s, depth + 1, path).map(|_| ())
                 });
             }
             stack.push(boundary);
@@ -513,8 +518,14 @@ impl<'s, S: Sink> Walker<'s, S> {
             // An attached message.
             if cte != Cte::Identity {
                 return self.encoded_container(src, cte, stack, path, |w, inner| {
-                    w.message(inner, depth + 1, &mut Vec::new(), &format!("{path}.1"), false)
-                        .map(|_| ())
+                    w.message(
+                        inner,
+                        depth + 1,
+                        &mut Vec::new(),
+                        &format!("{path}.1"),
+                        false,
+                    )
+                    .map(|_| ())
                 });
             }
             return self.message(src, depth + 1, stack, &format!("{path}.1"), false);

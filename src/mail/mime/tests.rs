@@ -173,7 +173,10 @@ fn missing_boundary_and_missing_close_are_reported() {
 
 #[test]
 fn sanitize_name_keeps_base_names_only() {
-    assert_eq!(sanitize_name("C:\\a\\b\\inv.zip").as_deref(), Some("inv.zip"));
+    assert_eq!(
+        sanitize_name("C:\\a\\b\\inv.zip").as_deref(),
+        Some("inv.zip")
+    );
     assert_eq!(sanitize_name("x\ny.txt").as_deref(), Some("x_y.txt"));
     assert_eq!(sanitize_name("../.."), None);
     assert_eq!(sanitize_name("   "), None);
