@@ -273,7 +273,7 @@ impl<'v> Unpacker<'v> {
             if !self.count_file() {
                 break;
             }
-            let name = sanitize_name(&f.name().to_string());
+            let name = sanitize_name(f.name());
             let compressed = f.compressed_size();
             let declared = f.size();
             // Declared sizes over a limit are refused before anything is inflated.

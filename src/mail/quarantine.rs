@@ -26,7 +26,7 @@
 //!   SIGKILL at any step each message is therefore fully in the spool or fully in
 //!   quarantine.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -471,11 +471,10 @@ impl MailQuarantine {
             }
         }
         if left.is_empty() {
-            let _ = self.qdir().and_then(|q| {
+            if let Ok(q) = self.qdir() {
                 q.rmdir(OsStr::new(id)).ok();
                 q.sync().ok();
-                Ok(())
-            });
+            }
             let _ = self.set_state(id, &[Q_QUARANTINING], Q_FAILED, Some(error.to_string()));
             QError::Storage {
                 error: format!("quarantine failed and was undone: {error}"),
@@ -857,7 +856,7 @@ fn clean_parts(d: &Dir) {
         for e in entries {
             let n = e.name.to_string_lossy();
             if n.starts_with(".svc-move-") && n.ends_with(".part") {
-                let _ = d.unlink(&OsString::from(e.name.clone()));
+                let _ = d.unlink(&e.name);
             }
         }
     }

@@ -596,7 +596,7 @@ impl<'s, S: Sink> Walker<'s, S> {
         &mut self,
         src: &mut LineSrc<'_>,
         cte: Cte,
-        stack: &mut Vec<Vec<u8>>,
+        stack: &mut [Vec<u8>],
         path: &str,
         walk: impl FnOnce(&mut Self, &mut LineSrc<'_>) -> io::Result<()>,
     ) -> io::Result<End> {
@@ -621,8 +621,8 @@ impl<'s, S: Sink> Walker<'s, S> {
     ) -> io::Result<(LeafOut, End)> {
         let mut dec = match cte {
             Cte::Identity => Dec::Identity,
-            Cte::Base64 => Dec::B64(Box::new(Base64Decoder::new())),
-            Cte::Qp => Dec::Qp(Box::new(QpDecoder::new())),
+            Cte::Base64 => Dec::B64(Box::default()),
+            Cte::Qp => Dec::Qp(Box::default()),
         };
         let mut out = LeafOut {
             primary: self.spill(),
@@ -818,7 +818,7 @@ impl<'s, S: Sink> Walker<'s, S> {
         ent: &Entity,
         cte: Cte,
         depth: usize,
-        stack: &mut Vec<Vec<u8>>,
+        stack: &mut [Vec<u8>],
         path: &str,
     ) -> io::Result<End> {
         if self.report.leaves >= self.limits.max_parts {
