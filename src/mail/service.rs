@@ -140,6 +140,8 @@ impl MailAv {
             store.clone(),
             clock.clone(),
         ));
+        // Interrupted operations first: a release finished here counts as released.
+        let left = q.recover();
         let shared = Arc::new(Shared {
             store,
             started: clock.now(),
@@ -157,7 +159,6 @@ impl MailAv {
             signatures,
             pending_recovery: AtomicBool::new(false),
         });
-        let left = q.recover();
         shared.pending_recovery.store(left > 0, Ordering::SeqCst);
         Ok(Arc::new(MailAv {
             shared,
@@ -195,6 +196,7 @@ impl MailAv {
             };
             return Ok(());
         };
+        self.shared.watch.lock().staging_error = None;
         let staging = match Staging::prepare(&state) {
             Ok(s) => Some(Arc::new(s)),
             Err(e) => {
@@ -235,13 +237,16 @@ impl MailAv {
             clock: clock.clone(),
         });
         let stop = Arc::new(AtomicBool::new(false));
-        *self.shared.watch.lock() = WatchInfo {
-            active: true,
-            mta: Some(mta.as_str()),
-            spool_path: Some(root.to_string_lossy().into_owned()),
-            staging_error: self.shared.watch.lock().staging_error.clone(),
-            ..WatchInfo::default()
-        };
+        {
+            let mut w = self.shared.watch.lock();
+            *w = WatchInfo {
+                active: true,
+                mta: Some(mta.as_str()),
+                spool_path: Some(root.to_string_lossy().into_owned()),
+                staging_error: w.staging_error.take(),
+                ..WatchInfo::default()
+            };
+        }
         self.shared.seen.lock().clear();
         let mut threads = Vec::new();
         for i in 0..cfg.scan_threads {
@@ -309,8 +314,11 @@ impl MailAv {
     }
 
     /// Applies a new `[mail]` section: the watcher and scanners restart with it.
-    pub fn reconfigure(&self, cfg: &MailConfig, state_path: &Path) -> Result<(), String> {
+    /// `state_path` is a restart key: the running one is kept.
+    pub fn reconfigure(&self, cfg: &MailConfig) -> Result<(), String> {
         self.stop();
+        let state_path = self.shared.cfg.read().1.clone();
+        let state_path = state_path.as_path();
         *self.shared.cfg.write() = (cfg.clone(), state_path.to_path_buf());
         *self.shared.quarantine.write() = Arc::new(MailQuarantine::new(
             quarantine_dir(cfg, state_path),
@@ -536,7 +544,9 @@ impl Admit for Admitter {
 
     fn tick(&self) {
         if self.shared.pending_recovery.load(Ordering::SeqCst) {
-            let left = self.shared.quarantine.read().recover();
+            let q = self.shared.quarantine.read().clone();
+            let left = q.recover();
+            self.shared.released.lock().extend(q.released_queue_ids());
             self.shared
                 .pending_recovery
                 .store(left > 0, Ordering::SeqCst);

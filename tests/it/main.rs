@@ -19,6 +19,7 @@ mod front;
 mod history;
 mod incidents;
 mod lifecycle;
+mod mail;
 mod persist;
 mod quarantine;
 mod reload;
