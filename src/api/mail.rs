@@ -91,3 +91,66 @@ fn error(e: &QError) -> Response {
         Response::json(status, &json!({"error": msg, "paths": paths}))
     }
 }
+
+/// Control-socket commands `mail.status`, `mail.stats`, `mail.list`, `mail.release`,
+/// `mail.delete` (`svc mail`); releases and deletes are audited with actor `cli`, via
+/// `control`. Failures answer `{"error": ..., "status": N}`.
+pub fn control(app: &App, cmd: &str, args: &serde_json::Value) -> serde_json::Value {
+    let mail = &app.services.mail;
+    let id = args
+        .get("id")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("");
+    let fail = |e: QError| {
+        let status = match e {
+            QError::NotFound => 404,
+            QError::State(_) | QError::Locked | QError::Conflict(_) => 409,
+            QError::Store(_) => 503,
+            _ => 500,
+        };
+        json!({"error": crate::text::for_log(&e.to_string(), 2000), "status": status, "paths": e.paths()})
+    };
+    let (action, result) = match cmd {
+        "mail.status" => return mail.status(),
+        "mail.stats" => return mail.stats(),
+        "mail.list" => {
+            let limit = args
+                .get("limit")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(DEFAULT_LIMIT)
+                .clamp(1, MAX_LIMIT);
+            let offset = args
+                .get("offset")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0);
+            return match mail.list(offset, limit) {
+                Ok((items, total)) => {
+                    json!({"items": items, "total": total, "offset": offset, "limit": limit,
+                    "truncated": offset.saturating_add(items.len() as u64) < total})
+                }
+                Err(e) => fail(e),
+            };
+        }
+        "mail.release" => ("email.quarantine.release", mail.release(id, "cli")),
+        "mail.delete" => ("email.quarantine.delete", mail.delete(id, "cli")),
+        other => {
+            return json!({"error": format!("unknown command {}", crate::text::for_log(other, 64))})
+        }
+    };
+    let outcome = match &result {
+        Ok(_) => "ok",
+        Err(QError::NotFound) => "not_found",
+        Err(QError::State(_) | QError::Locked | QError::Conflict(_)) => "refused",
+        Err(_) => "error",
+    };
+    app.audit.record(super::audit::Entry {
+        at: app.clock.now(),
+        actor: "cli",
+        via: "control",
+        action,
+        target: &crate::text::cut(id, 64),
+        outcome,
+        remote_ip: "",
+    });
+    result.unwrap_or_else(fail)
+}

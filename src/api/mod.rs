@@ -70,6 +70,7 @@ pub struct Services {
 }
 
 pub use firewall::control as firewall_control;
+pub use mail::control as mail_control;
 pub use router::{Access, Route, ROUTES};
 
 /// Facts about this daemon process, fixed at start (binary hash filled in once computed).

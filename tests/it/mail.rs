@@ -582,9 +582,33 @@ fn exim_spool_is_scanned_quarantined_and_released_across_filesystems() {
         "live",
         &format!("Content-Type: text/plain\n\n{MARKER}\n"),
     ));
-    wait_until(30, "the live message quarantined", || {
-        entry_for(&quarantined(&d), &live).map(|_| ())
+    let e = wait_until(30, "the live message quarantined", || {
+        entry_for(&quarantined(&d), &live).cloned()
     });
+    // The CLI: list, status, delete (audited as cli).
+    let out = d.cli(&["mail", "list", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["total"], 4, "{v:#}");
+    let out = d.cli(&["mail", "status"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("active") && text.contains("ClamAV"),
+        "{text}"
+    );
+    let out = d.cli(&["mail", "delete", e["id"].as_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = d.cli(&["mail", "release", "ffff0000ffff0000"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such quarantine entry"));
     // The released message was not taken again.
     assert!(exim.file(&plain, "-H").exists());
     let audit = d.get("/api/v1/audit", ADMIN).expect(200).json();
