@@ -240,3 +240,77 @@ pub fn run(root: PathBuf, mta: Mta, admit: Arc<dyn Admit>, stop: Arc<AtomicBool>
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::disallowed_methods, reason = "test fixtures")]
+    use super::*;
+    use parking_lot::Mutex;
+
+    #[derive(Default)]
+    struct Seen {
+        jobs: Mutex<Vec<Job>>,
+        sweeps: Mutex<usize>,
+    }
+
+    impl Admit for Seen {
+        fn admit(&self, job: Job) -> bool {
+            self.jobs.lock().push(job);
+            true
+        }
+        fn swept(&self, _: &HashSet<String>, _: usize) {
+            *self.sweeps.lock() += 1;
+        }
+        fn tick(&self) {}
+    }
+
+    fn wait(what: &str, f: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !f() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Exim: a message counts once its -H exists; a hash directory created after the
+    /// watcher started is watched (here through its inotify event, long before the sweep).
+    #[test]
+    fn new_hash_directories_and_header_files_are_picked_up() {
+        let root = std::env::temp_dir().join(format!("svc-mail-watch-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("input/A")).unwrap();
+        std::fs::write(root.join("input/A/1xVYBW-0008Ep-1v-D"), "x").unwrap();
+        std::fs::write(root.join("input/A/1xVYBW-0008Ep-1v-H"), "x").unwrap();
+        let seen = Arc::new(Seen::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let t = {
+            let (root, seen, stop) = (root.clone(), seen.clone(), stop.clone());
+            let admit: Arc<dyn Admit> = seen;
+            std::thread::spawn(move || run(root, Mta::Exim, admit, stop))
+        };
+        wait("the first sweep", || *seen.sweeps.lock() >= 1);
+        assert_eq!(seen.jobs.lock()[0].id, "1xVYBW-0008Ep-1v");
+        assert_eq!(seen.jobs.lock()[0].dir, "input/A");
+        // A new hash directory, then a body alone (not admitted), then its header.
+        std::fs::create_dir_all(root.join("input/Q")).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        std::fs::write(root.join("input/Q/1xVYBW-0008Eq-2Q-D"), "x").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!seen.jobs.lock().iter().any(|j| j.id == "1xVYBW-0008Eq-2Q"));
+        std::fs::write(root.join("input/Q/1xVYBW-0008Eq-2Q-H.tmp"), "x").unwrap();
+        std::fs::rename(
+            root.join("input/Q/1xVYBW-0008Eq-2Q-H.tmp"),
+            root.join("input/Q/1xVYBW-0008Eq-2Q-H"),
+        )
+        .unwrap();
+        wait("the message in the new hash directory", || {
+            seen.jobs
+                .lock()
+                .iter()
+                .any(|j| j.id == "1xVYBW-0008Eq-2Q" && j.dir == "input/Q")
+        });
+        stop.store(true, Ordering::SeqCst);
+        t.join().unwrap();
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}
