@@ -20,6 +20,7 @@ mod firewall;
 mod fixes;
 mod history;
 mod incident;
+mod mail;
 pub mod metrics;
 mod pages;
 pub mod params;
@@ -64,9 +65,12 @@ pub struct Services {
     pub config: Arc<crate::config::Live>,
     /// The firewall engine, or why it is absent.
     pub firewall: crate::firewall::Handle,
+    /// The mail antivirus (spool watcher, scanners, mail quarantine).
+    pub mail: Arc<crate::mail::MailAv>,
 }
 
 pub use firewall::control as firewall_control;
+pub use mail::control as mail_control;
 pub use router::{Access, Route, ROUTES};
 
 /// Facts about this daemon process, fixed at start (binary hash filled in once computed).

@@ -198,6 +198,31 @@ pub static ROUTES: &[Route] = &[
         super::firewall::rollback
     ),
     // -- end firewall --
+    // -- mail antivirus (mail.rs) --
+    get!("/api/v1/email/stats", Access::Read, super::mail::stats),
+    get!(
+        "/api/v1/email/av/status",
+        Access::Read,
+        super::mail::av_status
+    ),
+    get!(
+        "/api/v1/email/quarantine",
+        Access::Admin,
+        super::mail::quarantine
+    ),
+    Route {
+        path: "/api/v1/email/quarantine/*/release",
+        methods: &[("POST", super::mail::action)],
+        access: Access::Admin,
+        action: "email.quarantine.release",
+    },
+    Route {
+        path: "/api/v1/email/quarantine/*/delete",
+        methods: &[("POST", super::mail::action)],
+        access: Access::Admin,
+        action: "email.quarantine.delete",
+    },
+    // -- end mail antivirus --
     Route {
         path: "/api/v1/sessions",
         methods: &[
@@ -229,14 +254,33 @@ pub static ROUTES: &[Route] = &[
     get!("/", Access::Page, pages::index),
 ];
 
+/// A route path matches segment by segment; a `*` segment matches one non-empty segment.
+fn matches(pattern: &str, path: &str) -> bool {
+    if !pattern.contains('*') {
+        return pattern == path;
+    }
+    let (mut p, mut q) = (pattern.split('/'), path.split('/'));
+    loop {
+        match (p.next(), q.next()) {
+            (None, None) => return true,
+            (Some("*"), Some(seg)) if !seg.is_empty() => {}
+            (Some(a), Some(b)) if a == b => {}
+            _ => return false,
+        }
+    }
+}
+
 fn find(path: &str) -> Option<&'static Route> {
-    ROUTES.iter().find(|r| match r.path.strip_suffix("/*") {
-        Some(prefix) => path
-            .strip_prefix(prefix)
-            .and_then(|rest| rest.strip_prefix('/'))
-            .is_some_and(|seg| !seg.is_empty() && !seg.contains('/')),
-        None => r.path == path,
-    })
+    ROUTES.iter().find(|r| matches(r.path, path))
+}
+
+/// The path segment a route's first `*` matched (the audit target), or "".
+fn wildcard_target<'p>(pattern: &str, path: &'p str) -> &'p str {
+    pattern
+        .split('/')
+        .zip(path.split('/'))
+        .find(|(a, _)| *a == "*")
+        .map_or("", |(_, b)| b)
 }
 
 fn is_state_changing(method: &str) -> bool {
@@ -545,12 +589,7 @@ impl App {
             404 => "not_found",
             _ => "error",
         };
-        let target = req
-            .path
-            .rsplit('/')
-            .next()
-            .filter(|_| route.path.ends_with("/*"))
-            .unwrap_or("");
+        let target = wildcard_target(route.path, &req.path);
         self.audit.record(Entry {
             at: self.clock.now(),
             actor: &c.name,
@@ -577,6 +616,16 @@ mod tests {
         assert!(find("/api/v1/sessions/").is_none());
         assert!(find("/api/v1/sessions/a/b").is_none());
         assert!(find("/api/v1/nope").is_none());
+        let r = "/api/v1/email/quarantine/ab12/release";
+        assert_eq!(find(r).unwrap().path, "/api/v1/email/quarantine/*/release");
+        assert_eq!(wildcard_target(find(r).unwrap().path, r), "ab12");
+        assert!(find("/api/v1/email/quarantine//release").is_none());
+        assert!(find("/api/v1/email/quarantine/ab12/other").is_none());
+        assert_eq!(
+            wildcard_target("/api/v1/sessions/*", "/api/v1/sessions/x"),
+            "x"
+        );
+        assert_eq!(wildcard_target("/api/v1/sessions", "/api/v1/sessions"), "");
     }
 
     #[test]

@@ -4,6 +4,7 @@ pub mod check;
 pub mod control;
 pub mod doctor;
 pub mod firewall;
+pub mod mail;
 pub mod reload;
 pub mod status;
 pub mod validate;
@@ -90,6 +91,11 @@ pub static SUBCOMMANDS: &[Subcommand] = &[
         name: "firewall",
         summary: "the daemon's nftables firewall: status, list, check, block, unblock, allow, rollback (`svc firewall --help`)",
         flags: firewall::FLAGS,
+    },
+    Subcommand {
+        name: "mail",
+        summary: "the mail antivirus: status, stats, quarantined mail, release, delete (`svc mail --help`)",
+        flags: mail::FLAGS,
     },
     Subcommand {
         name: "version",
@@ -208,6 +214,9 @@ pub fn main(args: Vec<OsString>) -> i32 {
     };
     if cmd.name == "firewall" {
         return firewall::run(args.collect());
+    }
+    if cmd.name == "mail" {
+        return mail::run(args.collect());
     }
     let flags = match parse_flags(cmd, args.collect()) {
         Ok(f) => f,

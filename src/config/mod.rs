@@ -10,6 +10,7 @@ pub mod alerts;
 pub mod firewall;
 pub mod geoip;
 pub mod live;
+pub mod mail;
 mod merge;
 pub mod migrate;
 mod reader;
@@ -240,6 +241,8 @@ pub struct Config {
     pub alerts: alerts::AlertsConfig,
     /// `[firewall]`: the nftables engine.
     pub firewall: firewall::FirewallConfig,
+    /// `[mail]`: the mail antivirus.
+    pub mail: mail::MailConfig,
 }
 
 impl Config {
@@ -348,6 +351,7 @@ pub fn from_table(
     let geoip = geoip::read(&mut r, &mut errs);
     let alerts = alerts::read(&mut r, &mut errs);
     let firewall = firewall::read(&mut r, &mut errs);
+    let mail = mail::read(&mut r, &mut errs);
     r.finish(&mut errs);
 
     if !errs.0.is_empty() {
@@ -365,6 +369,7 @@ pub fn from_table(
         dev: false,
         alerts,
         firewall,
+        mail,
     })
 }
 

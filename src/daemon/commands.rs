@@ -69,6 +69,11 @@ pub static COMMANDS: &[Command] = &[
         summary: "svc firewall: status, list, check, block, allow, subnets, flush, rollback",
         run: |c, name, args| crate::api::firewall_control(&c.app, name, args),
     },
+    Command {
+        name: "mail.*",
+        summary: "svc mail: status, stats, list, release, delete",
+        run: |c, name, args| crate::api::mail_control(&c.app, name, args),
+    },
     #[cfg(feature = "bench")]
     Command {
         name: "bench.inject",

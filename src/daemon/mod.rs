@@ -153,6 +153,15 @@ pub fn run(opts: Options) -> Result<(), String> {
         engine.subscribe(Box::new(move |f| incidents.observe(f)));
     }
     let firewall = crate::firewall::start(&cfg, clock.clone(), store.clone(), &registry);
+    let mail = crate::mail::MailAv::new(
+        &cfg.mail,
+        &cfg.state_path,
+        store.clone(),
+        clock.clone(),
+        engine.clone(),
+        registry.clone(),
+    )
+    .map_err(|e| format!("mail antivirus: {e}"))?;
     let check_ctx = check_context(&cfg, clock.clone());
     let jobs = ScanJobs::new(
         clock.clone(),
@@ -180,6 +189,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         crate::alerts::Alerts::start(&cfg.alerts, clock.clone(), store.clone(), &registry)?;
     engine.subscribe(alerts.listener());
     engine.start()?;
+    mail.start().map_err(|e| format!("mail antivirus: {e}"))?;
     let minutes = |m: u64| (m > 0).then(|| std::time::Duration::from_secs(m * 60));
     jobs.start(
         minutes(cfg.engine.critical_interval_min),
@@ -198,6 +208,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         alerts: alerts.clone(),
         config: live.clone(),
         firewall: firewall.clone(),
+        mail: mail.clone(),
     };
     let app = Arc::new(App::new(cfg.clone(), clock, store.clone(), services));
     {
@@ -268,6 +279,7 @@ pub fn run(opts: Options) -> Result<(), String> {
     control.stop();
     collectors.stop();
     jobs.shutdown(std::time::Duration::from_secs(3));
+    mail.stop();
     engine.shutdown();
     firewall.shutdown();
     // After the last finding: the final snapshot flush.

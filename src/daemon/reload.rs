@@ -175,6 +175,17 @@ pub static SECTIONS: &[Section] = &[
         changed: |a, b| a.engine.auth_logs != b.engine.auth_logs,
         apply: |h, c, _| h.collectors.restart_auth(c),
     },
+    Section {
+        name: "mail",
+        changed: |a, b| a.mail != b.mail,
+        apply: |h, c, _| {
+            h.app
+                .services
+                .mail
+                .reconfigure(&c.mail)
+                .map_err(|e| format!("mail: {e}"))
+        },
+    },
 ];
 
 fn apply_tokens(h: &Handles, c: &Config, fx: &mut Effects) -> Result<(), String> {
@@ -470,6 +481,21 @@ mod tests {
             ),
             ("[findings]\nmax_active = 100\n", &["findings.max_active"]),
             ("[alerts]\nmax_per_hour = 5\n", &["alerts"]),
+            ("[mail]\nenabled = true\n", &["mail"]),
+            ("[mail]\nspool_path = \"/srv/spool\"\n", &["mail"]),
+            ("[mail]\nclamd_socket = \"off\"\n", &["mail"]),
+            ("[mail]\nclamd_timeout_seconds = 5\n", &["mail"]),
+            ("[mail]\nquarantine = false\n", &["mail"]),
+            ("[mail]\nquarantine_path = \"/srv/q\"\n", &["mail"]),
+            ("[mail]\nscan_threads = 4\n", &["mail"]),
+            ("[mail]\ncontent_scan = false\n", &["mail"]),
+            ("[mail]\nmax_depth = 5\n", &["mail"]),
+            ("[mail]\nmax_parts = 5\n", &["mail"]),
+            ("[mail]\nmax_extract_bytes = 5000\n", &["mail"]),
+            ("[mail]\narchive_max_bytes = 5000\n", &["mail"]),
+            ("[mail]\narchive_max_files = 5\n", &["mail"]),
+            ("[mail]\narchive_max_ratio = 5\n", &["mail"]),
+            ("[mail]\narchive_max_depth = 4\n", &["mail"]),
             ("[alerts]\nmin_severity = \"CRITICAL\"\n", &["alerts"]),
             (
                 "[alerts.webhook]\nurl = \"https://h.example.com/x\"\n",

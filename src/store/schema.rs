@@ -290,6 +290,32 @@ const MIGRATIONS: &[&str] = &[
         INSERT INTO history_fts(rowid, check_name, message, details, account, ip, path)
         VALUES (NEW.id, NEW.check_name, NEW.message, NEW.details, NEW.account, NEW.ip, NEW.path);
     END;",
+    // 10: mail antivirus (see store/mail.rs): quarantined messages with their recovery
+    // metadata (committed before spool files move), and hourly scan counters for the
+    // 24-hour statistics.
+    "CREATE TABLE mail_quarantine (
+        id TEXT PRIMARY KEY,
+        state TEXT NOT NULL,
+        mta TEXT NOT NULL,
+        queue_id TEXT NOT NULL,
+        spool_path TEXT NOT NULL,
+        meta TEXT NOT NULL,
+        files TEXT NOT NULL,
+        quarantined_at INTEGER NOT NULL,
+        updated INTEGER NOT NULL,
+        error TEXT
+    );
+    CREATE INDEX mail_quarantine_state ON mail_quarantine(state, quarantined_at);
+    CREATE TABLE mail_scan_hours (
+        hour INTEGER NOT NULL,
+        engine TEXT NOT NULL,
+        scanned INTEGER NOT NULL,
+        infected INTEGER NOT NULL,
+        quarantined INTEGER NOT NULL,
+        incomplete INTEGER NOT NULL,
+        errors INTEGER NOT NULL,
+        PRIMARY KEY (hour, engine)
+    ) WITHOUT ROWID;",
 ];
 
 /// Applies pending migrations.

@@ -21,6 +21,7 @@ mod incidents;
 mod ingest;
 mod injection;
 mod lifecycle;
+mod mail;
 mod persist;
 mod quarantine;
 mod reload;

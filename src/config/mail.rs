@@ -1,0 +1,176 @@
+//! `[mail]`: the mail antivirus (see `crate::mail`). A reload restarts the mail watcher
+//! and scanners with the new section (reload section `mail`).
+
+use std::path::PathBuf;
+
+use super::reader::{Errors, TableReader};
+use crate::mail::archive::ArchiveLimits;
+use crate::mail::clamd::Endpoint;
+use crate::mail::mime::Limits;
+
+/// `[mail]`, validated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MailConfig {
+    /// `mail.enabled`: watch the spool and scan messages.
+    pub enabled: bool,
+    /// `mail.spool_path`: the MTA's spool directory; `None` detects it.
+    pub spool_path: Option<PathBuf>,
+    /// `mail.clamd_socket`: `None` detects clamd's `LocalSocket`; `off` disables clamd.
+    pub clamd: Option<Endpoint>,
+    pub clamd_off: bool,
+    /// `mail.clamd_timeout_seconds`: I/O deadline of one clamd call.
+    pub clamd_timeout_seconds: u64,
+    /// `mail.quarantine`: move infected messages out of the spool.
+    pub quarantine: bool,
+    /// `mail.quarantine_path`: `None` is `{state_path}/mail-quarantine`.
+    pub quarantine_path: Option<PathBuf>,
+    /// `mail.scan_threads`.
+    pub scan_threads: usize,
+    /// `mail.content_scan`: the `email_content` check on outbound mail.
+    pub content_scan: bool,
+    pub limits: Limits,
+    pub archive: ArchiveLimits,
+}
+
+impl Default for MailConfig {
+    fn default() -> Self {
+        MailConfig {
+            enabled: false,
+            spool_path: None,
+            clamd: None,
+            clamd_off: false,
+            clamd_timeout_seconds: 60,
+            quarantine: true,
+            quarantine_path: None,
+            scan_threads: 2,
+            content_scan: true,
+            limits: Limits::default(),
+            archive: ArchiveLimits::default(),
+        }
+    }
+}
+
+impl MailConfig {
+    /// The clamd endpoint in effect (`None` when turned off).
+    pub fn clamd_endpoint(&self) -> Option<Endpoint> {
+        if self.clamd_off {
+            None
+        } else {
+            Some(self.clamd.clone().unwrap_or_else(Endpoint::detect))
+        }
+    }
+}
+
+fn opt_path(t: &mut TableReader<'_>, key: &'static str, errs: &mut Errors) -> Option<PathBuf> {
+    let v = t.string(key, "", errs);
+    if v.is_empty() {
+        None
+    } else if !v.starts_with('/') {
+        errs.push(t.key(key), "must be an absolute path (or empty to detect)");
+        None
+    } else {
+        Some(PathBuf::from(v))
+    }
+}
+
+pub fn read(root: &mut TableReader<'_>, errs: &mut Errors) -> MailConfig {
+    let d = MailConfig::default();
+    let mut t = root.table("mail", errs);
+    let enabled = t.bool("enabled", d.enabled, errs);
+    let spool_path = opt_path(&mut t, "spool_path", errs);
+    let sock = t.string("clamd_socket", "", errs);
+    let (clamd, clamd_off) = match sock.trim() {
+        "" => (None, false),
+        "off" => (None, true),
+        s => match Endpoint::parse(s) {
+            Ok(e) => (Some(e), false),
+            Err(m) => {
+                errs.push(t.key("clamd_socket"), m);
+                (None, false)
+            }
+        },
+    };
+    let clamd_timeout_seconds = t.int(
+        "clamd_timeout_seconds",
+        d.clamd_timeout_seconds as i64,
+        1,
+        3600,
+        errs,
+    ) as u64;
+    let quarantine = t.bool("quarantine", d.quarantine, errs);
+    let quarantine_path = opt_path(&mut t, "quarantine_path", errs);
+    let scan_threads = t.int("scan_threads", d.scan_threads as i64, 1, 16, errs) as usize;
+    let content_scan = t.bool("content_scan", d.content_scan, errs);
+    let l = d.limits;
+    let limits = Limits {
+        max_depth: t.int("max_depth", l.max_depth as i64, 1, 100, errs) as usize,
+        max_parts: t.int("max_parts", l.max_parts as i64, 1, 100_000, errs) as usize,
+        max_extract_bytes: t.int(
+            "max_extract_bytes",
+            l.max_extract_bytes as i64,
+            1024,
+            1 << 40,
+            errs,
+        ) as u64,
+        ..l
+    };
+    let a = d.archive;
+    let archive = ArchiveLimits {
+        max_bytes: t.int("archive_max_bytes", a.max_bytes as i64, 1024, 1 << 40, errs) as u64,
+        max_files: t.int("archive_max_files", a.max_files as i64, 1, 1_000_000, errs) as usize,
+        max_ratio: t.int("archive_max_ratio", a.max_ratio as i64, 1, 100_000, errs) as u64,
+        max_depth: t.int("archive_max_depth", a.max_depth as i64, 1, 10, errs) as usize,
+    };
+    t.finish(errs);
+    MailConfig {
+        enabled,
+        spool_path,
+        clamd,
+        clamd_off,
+        clamd_timeout_seconds,
+        quarantine,
+        quarantine_path,
+        scan_threads,
+        content_scan,
+        limits,
+        archive,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{from_table, parse_str};
+
+    fn check(text: &str) -> Result<super::MailConfig, Vec<String>> {
+        let t = parse_str(text).map_err(|e| vec![e])?;
+        from_table(&t, vec![])
+            .map(|c| c.mail)
+            .map_err(|es| es.iter().map(|e| e.to_string()).collect())
+    }
+
+    #[test]
+    fn defaults_and_keys() {
+        let m = check("").unwrap();
+        assert!(!m.enabled && m.quarantine && m.spool_path.is_none());
+        let m = check("[mail]\nenabled = true\nspool_path = \"/var/spool/exim4\"\nclamd_socket = \"127.0.0.1:3310\"\narchive_max_ratio = 50\nmax_depth = 4\n").unwrap();
+        assert!(m.enabled);
+        assert_eq!(m.archive.max_ratio, 50);
+        assert_eq!(m.limits.max_depth, 4);
+        assert!(m.clamd.is_some());
+        assert!(check("[mail]\nclamd_socket = \"off\"\n")
+            .unwrap()
+            .clamd_endpoint()
+            .is_none());
+    }
+
+    #[test]
+    fn remote_clamd_and_relative_paths_are_refused() {
+        let e =
+            check("[mail]\nclamd_socket = \"192.0.2.7:3310\"\nspool_path = \"spool\"\nbogus = 1\n")
+                .unwrap_err()
+                .join("\n");
+        assert!(e.contains("mail.clamd_socket"), "{e}");
+        assert!(e.contains("mail.spool_path"), "{e}");
+        assert!(e.contains("mail.bogus: unknown key"), "{e}");
+    }
+}

@@ -1,0 +1,23 @@
+//! Mail antivirus: the spool watcher ([`watcher`]), tolerant MIME extraction ([`mime`],
+//! [`decode`]), archives ([`archive`]), staging ([`staging`]), the engines (clamd in
+//! [`clamd`], the daemon's content signatures), the `email_content` check ([`content`]),
+//! the per-message pipeline ([`scanner`]), the mail quarantine ([`quarantine`]) and the
+//! running service ([`service::MailAv`]).
+//!
+//! Files in the MTA's spool are touched only through `crate::sys::dir` (no symlink is
+//! followed beneath the spool root); the staging and quarantine directories are
+//! daemon-owned and private. See `docs/api.md` ("Mail antivirus") and
+//! `docs/configuration.md` (`[mail]`).
+pub mod archive;
+pub mod clamd;
+pub mod content;
+pub mod decode;
+pub mod mime;
+pub mod quarantine;
+pub mod scanner;
+pub mod service;
+pub mod spool;
+pub mod staging;
+pub mod watcher;
+
+pub use service::MailAv;
