@@ -1,0 +1,3 @@
+//! The WAF integration (ModSecurity on Apache, nginx and LiteSpeed).
+pub mod event;
+pub mod parse;
