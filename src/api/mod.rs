@@ -29,6 +29,7 @@ mod session_routes;
 pub mod sessions;
 mod status;
 pub mod suppressions;
+mod waf;
 
 use std::sync::{Arc, OnceLock};
 
@@ -64,6 +65,8 @@ pub struct Services {
     pub config: Arc<crate::config::Live>,
     /// The firewall engine, or why it is absent.
     pub firewall: crate::firewall::Handle,
+    /// The WAF integration (log collector, escalation exclusions, rule registry).
+    pub waf: Arc<crate::waf::service::WafService>,
 }
 
 pub use firewall::control as firewall_control;
