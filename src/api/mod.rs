@@ -71,6 +71,7 @@ pub struct Services {
 
 pub use firewall::control as firewall_control;
 pub use router::{Access, Route, ROUTES};
+pub use waf::control as waf_control;
 
 /// Facts about this daemon process, fixed at start (binary hash filled in once computed).
 pub struct Runtime {

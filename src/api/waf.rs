@@ -157,18 +157,38 @@ pub fn blocks(app: &App, req: &Request, _c: &Caller) -> Response {
 
 /// `GET /api/v1/waf/stats`.
 pub fn stats(app: &App, _req: &Request, _c: &Caller) -> Response {
+    reply(stats_value(app))
+}
+
+/// A JSON answer with its status (routes and control-socket commands share them).
+type Answer = (u16, Value);
+
+fn reply((status, v): Answer) -> Response {
+    Response::json(status, &v)
+}
+
+fn failed(status: u16, msg: impl std::fmt::Display) -> Answer {
+    (status, json!({ "error": msg.to_string() }))
+}
+
+fn store_failed(e: impl std::fmt::Display) -> Answer {
+    log::warn!("waf query failed: {e}");
+    failed(503, format!("WAF data is unavailable: {e}"))
+}
+
+fn stats_value(app: &App) -> Answer {
     let waf = &app.services.waf;
     let since = app.clock.now().as_microsecond() - DAY_MICROS;
     let s = match app.store.read(|c| store::stats(c, since, 10)) {
         Ok(s) => s,
-        Err(e) => return unavailable(e),
+        Err(e) => return store_failed(e),
     };
     let c = &waf.counters;
     let cfg = waf.cfg.read().clone();
     let reload = waf.reload.lock().clone();
-    Response::json(
+    (
         200,
-        &json!({
+        json!({
             "enabled": cfg.enabled,
             "collector": {
                 "running": waf.collector_running(),
@@ -211,15 +231,19 @@ fn reload_json(r: &crate::waf::rules::ReloadState) -> Value {
 
 /// `GET /api/v1/waf/rules`.
 pub fn rules(app: &App, _req: &Request, _c: &Caller) -> Response {
+    reply(rules_value(app))
+}
+
+fn rules_value(app: &App) -> Answer {
     let waf = &app.services.waf;
     let since = app.clock.now().as_microsecond() - DAY_MICROS;
     let hits: HashMap<u32, u64> = match app.store.read(|c| store::hits_by_rule(c, since)) {
         Ok(h) => h.into_iter().collect(),
-        Err(e) => return unavailable(e),
+        Err(e) => return store_failed(e),
     };
     let disabled = match waf.disabled() {
         Ok(d) => d,
-        Err(e) => return unavailable(e),
+        Err(e) => return store_failed(e),
     };
     let applied = waf.reload.lock().applied.clone();
     let items: Vec<Value> = crate::waf::registry::shipped()
@@ -244,9 +268,9 @@ pub fn rules(app: &App, _req: &Request, _c: &Caller) -> Response {
         })
         .collect();
     let total = items.len();
-    Response::json(
+    (
         200,
-        &json!({
+        json!({
             "items": items,
             "total": total,
             "offset": 0,
@@ -263,15 +287,18 @@ fn body(req: &Request) -> Result<Value, Response> {
 
 /// `POST /api/v1/waf/rules/apply` `{"disabled": [ids]}`.
 pub fn apply(app: &App, req: &Request, _c: &Caller) -> Response {
-    let v = match body(req) {
-        Ok(v) => v,
-        Err(r) => return r,
-    };
+    match body(req) {
+        Ok(v) => reply(apply_value(app, &v)),
+        Err(r) => r,
+    }
+}
+
+fn apply_value(app: &App, v: &Value) -> Answer {
     let Some(list) = v.get("disabled").and_then(Value::as_array) else {
-        return Response::error(400, "disabled: expected an array of rule ids");
+        return failed(400, "disabled: expected an array of rule ids");
     };
     if list.len() > MAX_DISABLED {
-        return Response::error(400, &format!("disabled: at most {MAX_DISABLED} ids"));
+        return failed(400, format!("disabled: at most {MAX_DISABLED} ids"));
     }
     let mut set = BTreeSet::new();
     for x in list {
@@ -279,56 +306,82 @@ pub fn apply(app: &App, req: &Request, _c: &Caller) -> Response {
             Some(id) => {
                 set.insert(id);
             }
-            None => return Response::error(400, &format!("disabled: {x} is not a rule id")),
+            None => return failed(400, format!("disabled: {x} is not a rule id")),
         }
     }
     match app.services.waf.apply(&set, APPLY_WAIT) {
-        Ok(ApplyOutcome::Reloaded) => {
-            Response::json(200, &json!({"ok": true, "reloaded": true, "disabled": set}))
-        }
-        Ok(ApplyOutcome::Pending) => Response::json(
+        Ok(ApplyOutcome::Reloaded) => (200, json!({"ok": true, "reloaded": true, "disabled": set})),
+        Ok(ApplyOutcome::Pending) => (
             202,
-            &json!({"ok": true, "reloaded": false, "pending": true, "disabled": set}),
+            json!({"ok": true, "reloaded": false, "pending": true, "disabled": set}),
         ),
         Err(e @ ApplyError::UnknownRule(id)) => {
-            Response::json(400, &json!({"error": e.to_string(), "rule_id": id}))
+            (400, json!({"error": e.to_string(), "rule_id": id}))
         }
-        Err(e @ ApplyError::NotConfigured(_)) => Response::error(409, &e.to_string()),
-        Err(e @ ApplyError::Write(_)) => Response::error(500, &e.to_string()),
-        Err(e @ ApplyError::Reload(_)) => Response::json(
+        Err(e @ ApplyError::NotConfigured(_)) => failed(409, e),
+        Err(e @ ApplyError::Write(_)) => failed(500, e),
+        Err(e @ ApplyError::Reload(_)) => (
             502,
-            &json!({"error": e.to_string(), "ok": false, "reloaded": false, "disabled": set}),
+            json!({"error": e.to_string(), "ok": false, "reloaded": false, "disabled": set}),
         ),
     }
 }
 
 /// `GET /api/v1/waf/rules/escalation`.
 pub fn escalation(app: &App, _req: &Request, _c: &Caller) -> Response {
+    reply(escalation_value(app))
+}
+
+fn escalation_value(app: &App) -> Answer {
     let off = app.services.waf.exclusions.list();
-    Response::json(200, &json!({"excluded": off, "total": off.len()}))
+    (200, json!({"excluded": off, "total": off.len()}))
 }
 
 /// `POST /api/v1/waf/rules/escalation` `{"rule_id": N, "escalation": bool}`.
 pub fn set_escalation(app: &App, req: &Request, c: &Caller) -> Response {
-    let v = match body(req) {
-        Ok(v) => v,
-        Err(r) => return r,
-    };
+    match body(req) {
+        Ok(v) => reply(set_escalation_value(app, &v, &c.name)),
+        Err(r) => r,
+    }
+}
+
+fn set_escalation_value(app: &App, v: &Value, by: &str) -> Answer {
     let Some(id) = v
         .get("rule_id")
         .and_then(Value::as_u64)
         .and_then(|n| u32::try_from(n).ok())
     else {
-        return Response::error(400, "rule_id: expected a rule id");
+        return failed(400, "rule_id: expected a rule id");
     };
     let Some(on) = v.get("escalation").and_then(Value::as_bool) else {
-        return Response::error(400, "escalation: expected true or false");
+        return failed(400, "escalation: expected true or false");
     };
-    match app.services.waf.set_escalation(id, !on, &c.name) {
-        Ok(changed) => Response::json(
+    match app.services.waf.set_escalation(id, !on, by) {
+        Ok(changed) => (
             200,
-            &json!({"ok": true, "rule_id": id, "escalation": on, "changed": changed}),
+            json!({"ok": true, "rule_id": id, "escalation": on, "changed": changed}),
         ),
-        Err(e) => unavailable(e),
+        Err(e) => store_failed(e),
     }
+}
+
+/// Control-socket commands `waf.*` (`svc waf`): `waf.stats`, `waf.rules`,
+/// `waf.escalation` (with `rule_id` and `escalation` it sets, without it lists) and
+/// `waf.apply`. A failure answers `{"error": ...}` with the route's fields.
+pub fn control(app: &App, name: &str, args: &Value) -> Value {
+    let (status, mut v) = match name {
+        "waf.stats" => stats_value(app),
+        "waf.rules" => rules_value(app),
+        "waf.escalation" if args.get("rule_id").is_some() => {
+            set_escalation_value(app, args, "control_socket")
+        }
+        "waf.escalation" => escalation_value(app),
+        "waf.apply" => apply_value(app, args),
+        other => failed(400, format!("unknown command {other:?}")),
+    };
+    if status >= 400 && v.get("error").is_none() {
+        v["error"] = json!(format!("status {status}"));
+    }
+    v["status"] = json!(status);
+    v
 }

@@ -7,6 +7,7 @@ pub mod firewall;
 pub mod reload;
 pub mod status;
 pub mod validate;
+pub mod waf;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -90,6 +91,11 @@ pub static SUBCOMMANDS: &[Subcommand] = &[
         name: "firewall",
         summary: "the daemon's nftables firewall: status, list, check, block, unblock, allow, rollback (`svc firewall --help`)",
         flags: firewall::FLAGS,
+    },
+    Subcommand {
+        name: "waf",
+        summary: "the ModSecurity integration: install-rules, stats, rules, escalation, apply (`svc waf --help`)",
+        flags: waf::FLAGS,
     },
     Subcommand {
         name: "version",
@@ -208,6 +214,9 @@ pub fn main(args: Vec<OsString>) -> i32 {
     };
     if cmd.name == "firewall" {
         return firewall::run(args.collect());
+    }
+    if cmd.name == "waf" {
+        return waf::run(args.collect());
     }
     let flags = match parse_flags(cmd, args.collect()) {
         Ok(f) => f,

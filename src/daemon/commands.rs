@@ -69,6 +69,11 @@ pub static COMMANDS: &[Command] = &[
         summary: "svc firewall: status, list, check, block, allow, subnets, flush, rollback",
         run: |c, name, args| crate::api::firewall_control(&c.app, name, args),
     },
+    Command {
+        name: "waf.*",
+        summary: "svc waf: stats, rules, escalation, apply",
+        run: |c, name, args| crate::api::waf_control(&c.app, name, args),
+    },
     #[cfg(feature = "bench")]
     Command {
         name: "bench.inject",

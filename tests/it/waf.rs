@@ -256,7 +256,6 @@ fn apache_modsecurity_rules_events_escalation_and_apply() {
         );
     }
 
-
     // The daemon reads the logs Apache wrote: one event per denied request (the audit log's
     // copy of each match is the same transaction), and the address escalates.
     let denied = matrix().iter().filter(|m| m.4).count() as u64;
@@ -381,5 +380,34 @@ fn apache_modsecurity_rules_events_escalation_and_apply() {
     assert_eq!(
         (&r112["enabled"], &r112["staged"]),
         (&serde_json::json!(false), &serde_json::json!(false))
+    );
+
+    // The CLI over the control socket, and install-rules without the daemon.
+    let out = d.cli(&["waf", "escalation"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("900112"));
+    let out = d.cli(&["waf", "escalation", "900112", "on"]);
+    assert!(out.status.success(), "{out:?}");
+    let e = d
+        .get("/api/v1/waf/rules/escalation", ADMIN)
+        .expect(200)
+        .json();
+    assert_eq!(e["excluded"], serde_json::json!([]));
+    let out = d.cli(&["waf", "stats"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("denies"),
+        "{out:?}"
+    );
+    let out = d.cli(&["waf", "apply", "900112", "7"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("rule 7"),
+        "{out:?}"
+    );
+    let out = d.cli(&["waf", "install-rules", "--server", "nginx"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("Include {a}/svc-rules.conf")),
+        "{text}"
     );
 }
