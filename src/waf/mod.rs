@@ -4,8 +4,10 @@
 //! - [`escalate`]: repeated denies of one address into `modsec_block_escalation`;
 //! - [`collector`]: the WAF log collector on the shared log tail;
 //! - [`logs`]: which files it reads (`logs.waf`, globs, or the detected servers' logs);
+//! - [`detect`]: engine detection and rule staleness (check `waf_status`);
 //! - [`registry`]: the rule-action registry (which rules deny) and svc's shipped rules.
 pub mod collector;
+pub mod detect;
 pub mod escalate;
 pub mod event;
 pub mod logs;

@@ -91,6 +91,7 @@ impl WafService {
         let off = store
             .read(crate::store::waf::escalation_off)
             .map_err(|e| format!("loading WAF escalation exclusions: {e}"))?;
+        super::detect::set_stale_days(cfg.rules_stale_days);
         let registry = Arc::new(LiveRegistry(RwLock::new(Arc::new(build_registry(cfg)))));
         let svc = WafService {
             cfg: RwLock::new(cfg.clone()),
@@ -127,6 +128,7 @@ impl WafService {
 
     /// Applies `[waf]` (see the module documentation).
     pub fn reconfigure(&self, cfg: &WafConfig) {
+        super::detect::set_stale_days(cfg.rules_stale_days);
         *self.thresholds.lock() = Thresholds::of(cfg);
         *self.retention.lock() = retention_of(cfg);
         *self.registry.0.write() = Arc::new(build_registry(cfg));
