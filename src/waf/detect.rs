@@ -32,6 +32,36 @@ pub const MAX_ARTIFACTS: usize = 20_000;
 
 static STALE_DAYS: AtomicU64 = AtomicU64::new(90);
 
+/// The last reload failure (reason), while the last reload failed.
+static RELOAD_FAILURE: parking_lot::Mutex<Option<String>> = parking_lot::Mutex::new(None);
+/// Called with each new reload failure (the daemon submits the finding at once).
+static FAILURE_HOOK: std::sync::OnceLock<Box<dyn Fn(Finding) + Send + Sync>> =
+    std::sync::OnceLock::new();
+
+/// Message of the finding of a failed reload.
+pub const RELOAD_FAILED: &str = "the web-server reload after a WAF rule change failed";
+
+/// Records the outcome of a reload: `Some(reason)` raises `waf_status` (and the next
+/// checks keep it) until a reload succeeds (`None`).
+pub fn set_reload_failure(reason: Option<String>) {
+    let now = jiff::Timestamp::now();
+    *RELOAD_FAILURE.lock() = reason.clone();
+    if let (Some(r), Some(hook)) = (reason, FAILURE_HOOK.get()) {
+        hook(reload_finding(&r, now));
+    }
+}
+
+/// Installs the hook of [`set_reload_failure`] (once per process).
+pub fn set_failure_hook(f: Box<dyn Fn(Finding) + Send + Sync>) {
+    let _ = FAILURE_HOOK.set(f);
+}
+
+fn reload_finding(reason: &str, now: jiff::Timestamp) -> Finding {
+    let mut f = Finding::new(CHECK, Severity::Warning, RELOAD_FAILED, now);
+    f.details = crate::text::escape_controls(reason).into_owned();
+    f
+}
+
 /// Sets the staleness threshold the check uses (the daemon, from `waf.rules_stale_days`).
 pub fn set_stale_days(days: u64) {
     STALE_DAYS.store(days.max(1), Ordering::Relaxed);
@@ -97,7 +127,8 @@ fn family(root: &Path) -> Family {
     }
 }
 
-fn panel(root: &Path) -> bool {
+/// The hosting-panel platform.
+pub fn panel(root: &Path) -> bool {
     exists(root, "/usr/local/cpanel")
 }
 
@@ -283,8 +314,13 @@ pub fn stale_trees(root: &Path, now: SystemTime, days: u64) -> Vec<(String, u64)
     out
 }
 
-/// The `waf_status` findings for the host under `root`.
+/// The `waf_status` findings for the host under `root`, with the last reload failure.
 pub fn findings(root: &Path, now: jiff::Timestamp) -> Vec<Finding> {
+    let failure = RELOAD_FAILURE.lock().clone();
+    findings_with(root, now, failure)
+}
+
+fn findings_with(root: &Path, now: jiff::Timestamp, failure: Option<String>) -> Vec<Finding> {
     let mut out = Vec::new();
     for e in engines(root) {
         if e.active {
@@ -298,6 +334,9 @@ pub fn findings(root: &Path, now: jiff::Timestamp) -> Vec<Finding> {
         );
         f.details = format!("install: {}", install_hint(root, e.server));
         out.push(f);
+    }
+    if let Some(r) = failure {
+        out.push(reload_finding(&r, now));
     }
     let days = STALE_DAYS.load(Ordering::Relaxed);
     let sys_now =
@@ -344,7 +383,7 @@ mod tests {
         put(r, "/etc/debian_version", "12\n");
         put(r, "/etc/apache2/apache2.conf", "");
         put(r, "/etc/nginx/nginx.conf", "events {}\n");
-        let f = findings(r, jiff::Timestamp::now());
+        let f = findings_with(r, jiff::Timestamp::now(), None);
         assert_eq!(f.len(), 2, "{f:?}");
         assert!(f[0].message.contains("apache"));
         assert!(f[0]
@@ -361,7 +400,9 @@ mod tests {
             "/etc/nginx/modules-enabled/50-mod-http-modsecurity.conf",
             "load_module modules/ngx_http_modsecurity_module.so;\n",
         );
-        assert!(findings(r, jiff::Timestamp::now()).is_empty());
+        assert!(findings_with(r, jiff::Timestamp::now(), None).is_empty());
+        let f = findings_with(r, jiff::Timestamp::now(), Some("exit status 1".into()));
+        assert_eq!(f[0].message, RELOAD_FAILED);
 
         let d = TempDir::new("waf-detect2");
         let r = d.path();

@@ -6,6 +6,7 @@
 //! - [`logs`]: which files it reads (`logs.waf`, globs, or the detected servers' logs);
 //! - [`detect`]: engine detection and rule staleness (check `waf_status`);
 //! - [`registry`]: the rule-action registry (which rules deny) and svc's shipped rules.
+pub mod activation;
 pub mod collector;
 pub mod detect;
 pub mod escalate;

@@ -204,6 +204,7 @@ pub fn run_reload(
 }
 
 fn record(state: &Mutex<ReloadState>, ok: bool, detail: String, set: Option<BTreeSet<u32>>) {
+    super::detect::set_reload_failure((!ok).then(|| detail.clone()));
     let mut s = state.lock();
     s.running = false;
     s.ok = Some(ok);

@@ -42,6 +42,10 @@ impl LiveRegistry {
     pub fn current(&self) -> Arc<Registry> {
         self.0.read().clone()
     }
+
+    pub fn replace(&self, r: Registry) {
+        *self.0.write() = Arc::new(r);
+    }
 }
 
 /// Builds the registry from the shipped rules and `waf.rules_file` (when readable).
@@ -70,6 +74,7 @@ pub struct WafService {
     pub reload: Arc<Mutex<super::rules::ReloadState>>,
     /// One apply at a time.
     applying: Mutex<()>,
+    activation: Mutex<Option<super::activation::ActivationThread>>,
     store: Store,
     clock: SharedClock,
 }
@@ -104,6 +109,7 @@ impl WafService {
             paths: if cfg.enabled { paths } else { Vec::new() },
             reload: Arc::new(Mutex::new(super::rules::ReloadState::default())),
             applying: Mutex::new(()),
+            activation: Mutex::new(None),
             store: store.clone(),
             clock: clock.clone(),
         };
@@ -123,7 +129,25 @@ impl WafService {
             *svc.collector.lock() = Some(c);
             log::info!("WAF log collector following {} file(s)", svc.paths.len());
         }
-        Ok(Arc::new(svc))
+        let svc = Arc::new(svc);
+        {
+            let engine = engine.clone();
+            super::detect::set_failure_hook(Box::new(move |f| {
+                engine.submit(f);
+            }));
+        }
+        if cfg.enabled {
+            let a = super::activation::Activation::new(
+                svc.clone(),
+                store.clone(),
+                svc.clock.clone(),
+                super::detect::panel(std::path::Path::new("/")),
+            );
+            let t = super::activation::ActivationThread::start(a)
+                .map_err(|e| format!("waf-rules thread: {e}"))?;
+            *svc.activation.lock() = Some(t);
+        }
+        Ok(svc)
     }
 
     /// Applies `[waf]` (see the module documentation).
@@ -131,7 +155,7 @@ impl WafService {
         super::detect::set_stale_days(cfg.rules_stale_days);
         *self.thresholds.lock() = Thresholds::of(cfg);
         *self.retention.lock() = retention_of(cfg);
-        *self.registry.0.write() = Arc::new(build_registry(cfg));
+        self.registry.replace(build_registry(cfg));
         *self.cfg.write() = cfg.clone();
     }
 
@@ -172,7 +196,7 @@ impl WafService {
         let _one = self.applying.lock();
         let cfg = self.cfg.read().clone();
         let store = self.store.clone();
-        super::rules::apply(
+        let out = super::rules::apply(
             &cfg,
             disabled,
             |id| self.is_loaded_rule(id),
@@ -184,15 +208,22 @@ impl WafService {
             },
             &self.reload,
             answer_wait,
-        )
+        );
+        if matches!(out, Ok(super::rules::ApplyOutcome::Reloaded)) {
+            super::activation::Activation::note_loaded(&self.store, &cfg);
+        }
+        out
     }
 
     pub fn collector_running(&self) -> bool {
         self.collector.lock().is_some()
     }
 
-    /// Stops the collector (daemon shutdown).
+    /// Stops the collector and the activation thread (daemon shutdown).
     pub fn stop(&self) {
+        if let Some(mut t) = self.activation.lock().take() {
+            t.stop();
+        }
         if let Some(c) = self.collector.lock().take() {
             c.stop();
         }

@@ -304,6 +304,12 @@ fn apache_modsecurity_rules_events_escalation_and_apply() {
         .all(|i| i["rule_id"] == 900109));
     let r = d.get("/api/v1/waf/events?ip=nope", READ).expect(400).json();
     assert_eq!(r["param"], "ip");
+    // Rule activation: the installed rules were never reloaded by this daemon, so it
+    // reloads Apache once at start.
+    wait_until(30, "the start-up reload", || {
+        let s = d.get("/api/v1/waf/stats", READ).expect(200).json();
+        (s["management"]["reload"]["ok"] == true).then_some(())
+    });
     let s = d.get("/api/v1/waf/stats", READ).expect(200).json();
     assert_eq!(s["denies_24h"].as_u64(), Some(denied), "{s}");
     assert_eq!(s["top_ips"][0]["ip"], "127.0.0.1");
