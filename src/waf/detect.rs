@@ -314,6 +314,164 @@ pub fn stale_trees(root: &Path, now: SystemTime, days: u64) -> Vec<(String, u64)
     out
 }
 
+/// Most disabled scopes reported one by one (the rest are counted in one finding).
+pub const MAX_SCOPES: usize = 100;
+
+/// True when a configuration text turns the engine off (`SecRuleEngine Off` for
+/// ModSecurity 2, `modsecurity off;` for the nginx connector) outside comments.
+fn turns_off(text: &str) -> bool {
+    text.lines().take(100_000).any(|l| {
+        let l = l.trim();
+        if l.starts_with('#') {
+            return false;
+        }
+        let mut w = l.split_whitespace();
+        match (w.next(), w.next()) {
+            (Some(k), Some(v)) if k.eq_ignore_ascii_case("SecRuleEngine") => {
+                v.trim_matches('"').eq_ignore_ascii_case("off")
+            }
+            (Some(k), Some(v)) if k.eq_ignore_ascii_case("modsecurity") => {
+                v.trim_end_matches(';').eq_ignore_ascii_case("off")
+            }
+            _ => false,
+        }
+    })
+}
+
+/// The first `ServerName` / `server_name` of a vhost file, else its file name.
+fn vhost_name(path: &Path, text: &str) -> String {
+    text.lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            let k = w.next()?;
+            (k.eq_ignore_ascii_case("ServerName") || k == "server_name")
+                .then(|| w.next().map(|v| v.trim_end_matches(';').to_string()))
+                .flatten()
+        })
+        .unwrap_or_else(|| {
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
+}
+
+fn dirs_of(p: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(p) else {
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = rd
+        .flatten()
+        .take(100_000)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect();
+    v.sort();
+    v
+}
+
+fn name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| crate::text::escape_controls(&n.to_string_lossy()).into_owned())
+        .unwrap_or_default()
+}
+
+/// Regular files directly in `dir` (at most 4096).
+fn files_in(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .take(4096)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.path())
+        .collect()
+}
+
+fn any_off(files: &[PathBuf]) -> bool {
+    files.iter().any(|f| {
+        crate::checks::fsread::read_bounded(f, MAX_FILE, false)
+            .is_ok_and(|b| turns_off(&String::from_utf8_lossy(&b)))
+    })
+}
+
+/// Domains and accounts with the engine off, by name: the panel's per-domain userdata flag,
+/// per-account and per-domain includes in the plain (`std`) and TLS (`ssl`) vhost trees,
+/// and plain Apache and nginx vhosts.
+pub fn disabled_scopes(root: &Path) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for base in [
+        "/etc/apache2/conf.d/userdata",
+        "/usr/local/apache/conf/userdata",
+    ] {
+        for tls in ["std", "ssl"] {
+            for ver in ["2_4", "2_2"] {
+                let tree = reroot(root, Path::new(&format!("{base}/{tls}/{ver}")));
+                for user in dirs_of(&tree) {
+                    let account_files = files_in(&user);
+                    if any_off(&account_files) {
+                        out.push(format!("account {} ({tls})", name(&user)));
+                    }
+                    for domain in dirs_of(&user) {
+                        let fs = files_in(&domain);
+                        if any_off(&fs) {
+                            out.push(format!(
+                                "domain {} of account {} ({tls})",
+                                name(&domain),
+                                name(&user)
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // The panel's userdata flag per domain.
+    for user in dirs_of(&reroot(root, Path::new("/var/cpanel/userdata"))) {
+        let Ok(rd) = std::fs::read_dir(&user) else {
+            continue;
+        };
+        for e in rd.flatten().take(10_000) {
+            if !e.file_type().is_ok_and(|t| t.is_file()) {
+                continue;
+            }
+            let Ok(b) = crate::checks::fsread::read_bounded(&e.path(), MAX_FILE, false) else {
+                continue;
+            };
+            let off = String::from_utf8_lossy(&b).lines().any(|l| {
+                let l = l.trim().replace(' ', "");
+                l == "modsecurity_disabled:1" || l == "modsecurity_disabled:'1'"
+            });
+            if off {
+                out.push(format!(
+                    "domain {} of account {} (panel setting)",
+                    name(&e.path()),
+                    name(&user)
+                ));
+            }
+        }
+    }
+    for dir in [
+        "/etc/apache2/sites-enabled",
+        "/etc/httpd/conf.d",
+        "/etc/nginx/sites-enabled",
+        "/etc/nginx/conf.d",
+    ] {
+        for f in files(root, dir) {
+            if let Ok(b) = crate::checks::fsread::read_bounded(&f, MAX_FILE, true) {
+                let text = String::from_utf8_lossy(&b);
+                if turns_off(&text) {
+                    out.push(format!(
+                        "site {}",
+                        crate::text::escape_controls(&vhost_name(&f, &text))
+                    ));
+                }
+            }
+        }
+    }
+    out.dedup();
+    out
+}
+
 /// The `waf_status` findings for the host under `root`, with the last reload failure.
 pub fn findings(root: &Path, now: jiff::Timestamp) -> Vec<Finding> {
     let failure = RELOAD_FAILURE.lock().clone();
@@ -337,6 +495,29 @@ fn findings_with(root: &Path, now: jiff::Timestamp, failure: Option<String>) -> 
     }
     if let Some(r) = failure {
         out.push(reload_finding(&r, now));
+    }
+    let scopes = disabled_scopes(root);
+    for sc in scopes.iter().take(MAX_SCOPES) {
+        let mut f = Finding::new(
+            CHECK,
+            Severity::Warning,
+            format!("ModSecurity is off for {sc}"),
+            now,
+        );
+        f.details =
+            "the engine is switched off for this scope; requests to it are not filtered".into();
+        out.push(f);
+    }
+    if scopes.len() > MAX_SCOPES {
+        out.push(Finding::new(
+            CHECK,
+            Severity::Warning,
+            format!(
+                "ModSecurity is off for {} more scopes",
+                scopes.len() - MAX_SCOPES
+            ),
+            now,
+        ));
     }
     let days = STALE_DAYS.load(Ordering::Relaxed);
     let sys_now =
@@ -412,6 +593,58 @@ mod tests {
         assert!(!engines(r)[0].active);
         put(r, "/usr/local/cpanel/version", "");
         assert!(install_hint(r, "apache").contains("security centre"));
+    }
+
+    #[test]
+    fn disabled_scopes_by_name() {
+        let d = TempDir::new("waf-scopes");
+        let r = d.path();
+        let u = "/etc/apache2/conf.d/userdata";
+        put(
+            r,
+            &format!("{u}/std/2_4/alice/modsec.conf"),
+            "SecRuleEngine Off\n",
+        );
+        put(
+            r,
+            &format!("{u}/ssl/2_4/bob/shop.example/modsec.conf"),
+            "  secruleengine \"off\"\n",
+        );
+        put(
+            r,
+            &format!("{u}/std/2_4/carol/blog.example/modsec.conf"),
+            "# SecRuleEngine Off\nSecRuleEngine On\n",
+        );
+        put(
+            r,
+            "/var/cpanel/userdata/dave/dave.example",
+            "documentroot: /home/dave\nmodsecurity_disabled: 1\n",
+        );
+        put(
+            r,
+            "/etc/nginx/sites-enabled/api",
+            "server {\n  server_name api.example;\n  modsecurity off;\n}\n",
+        );
+        put(
+            r,
+            "/etc/nginx/sites-enabled/www",
+            "server {\n  server_name www.example;\n  modsecurity on;\n}\n",
+        );
+        let s = disabled_scopes(r);
+        assert_eq!(
+            s,
+            [
+                "account alice (std)",
+                "domain shop.example of account bob (ssl)",
+                "domain dave.example of account dave (panel setting)",
+                "site api.example",
+            ],
+            "{s:?}"
+        );
+        let f = findings_with(r, jiff::Timestamp::now(), None);
+        assert!(f
+            .iter()
+            .any(|f| f.message == "ModSecurity is off for site api.example"));
     }
 
     #[test]
