@@ -38,4 +38,5 @@ pub mod store;
 pub mod sys;
 pub mod text;
 pub mod timefmt;
+pub mod waf;
 pub mod watch;

@@ -137,14 +137,14 @@ pub struct ParamError {
 }
 
 impl ParamError {
-    fn new(param: &'static str, reason: &str, raw: &str) -> ParamError {
+    pub(super) fn new(param: &'static str, reason: &str, raw: &str) -> ParamError {
         ParamError {
             param,
             message: format!("{param}: {reason}, got {}", echo(raw)),
         }
     }
 
-    fn response(&self) -> Response {
+    pub(super) fn response(&self) -> Response {
         Response::json(400, &json!({ "error": self.message, "param": self.param }))
     }
 }
@@ -174,7 +174,7 @@ fn present(raw: Option<&str>) -> Option<&str> {
 
 /// A whole number in `0..=max` written as canonical digits ([`super::params::parse_uint`]:
 /// no sign, spaces or leading zeros). Absent or exactly empty is `default`.
-fn parse_count(
+pub(super) fn parse_count(
     param: &'static str,
     raw: Option<&str>,
     default: u64,
@@ -196,7 +196,7 @@ fn items(raw: &str) -> impl Iterator<Item = &str> {
     raw.split(',').map(str::trim).filter(|s| !s.is_empty())
 }
 
-fn parse_severities(raw: Option<&str>) -> Result<Vec<Severity>, ParamError> {
+pub(super) fn parse_severities(raw: Option<&str>) -> Result<Vec<Severity>, ParamError> {
     let Some(s) = present(raw) else {
         return Ok(Vec::new());
     };

@@ -30,6 +30,7 @@ mod session_routes;
 pub mod sessions;
 mod status;
 pub mod suppressions;
+mod waf;
 
 use std::sync::{Arc, OnceLock};
 
@@ -67,11 +68,14 @@ pub struct Services {
     pub firewall: crate::firewall::Handle,
     /// The mail antivirus (spool watcher, scanners, mail quarantine).
     pub mail: Arc<crate::mail::MailAv>,
+    /// The WAF integration (log collector, escalation exclusions, rule registry).
+    pub waf: Arc<crate::waf::service::WafService>,
 }
 
 pub use firewall::control as firewall_control;
 pub use mail::control as mail_control;
 pub use router::{Access, Route, ROUTES};
+pub use waf::control as waf_control;
 
 /// Facts about this daemon process, fixed at start (binary hash filled in once computed).
 pub struct Runtime {

@@ -223,6 +223,27 @@ pub static ROUTES: &[Route] = &[
         action: "email.quarantine.delete",
     },
     // -- end mail antivirus --
+    // -- WAF (waf.rs) --
+    get!("/api/v1/waf/stats", Access::Read, super::waf::stats),
+    get!("/api/v1/waf/events", Access::Read, super::waf::events),
+    get!("/api/v1/waf/blocks", Access::Read, super::waf::blocks),
+    get!("/api/v1/waf/rules", Access::Admin, super::waf::rules),
+    Route {
+        path: "/api/v1/waf/rules/apply",
+        methods: &[("POST", super::waf::apply)],
+        access: Access::Admin,
+        action: "waf.rules.apply",
+    },
+    Route {
+        path: "/api/v1/waf/rules/escalation",
+        methods: &[
+            ("GET", super::waf::escalation),
+            ("POST", super::waf::set_escalation),
+        ],
+        access: Access::Admin,
+        action: "waf.rules.escalation",
+    },
+    // -- end WAF --
     Route {
         path: "/api/v1/sessions",
         methods: &[

@@ -74,7 +74,7 @@ static CRITICAL: [NamedCheck; 3] = [
     },
 ];
 
-static DEEP: [NamedCheck; 2] = [
+static DEEP: [NamedCheck; 3] = [
     NamedCheck {
         name: webroot::CHECK,
         run: webroot::world_writable_php,
@@ -83,7 +83,17 @@ static DEEP: [NamedCheck; 2] = [
         name: suid::CHECK,
         run: suid::suid_unexpected,
     },
+    NamedCheck {
+        name: crate::waf::detect::CHECK,
+        run: waf_status,
+    },
 ];
+
+/// `waf_status`: ModSecurity missing on a present web server (with the install hint), or
+/// stale rule trees (see `crate::waf::detect`).
+fn waf_status(ctx: &CheckContext) -> Vec<Finding> {
+    crate::waf::detect::findings(&ctx.sysroot, ctx.clock.now())
+}
 
 /// The hardening audit as a check: its failing items as WARNING `hardening_<name>`
 /// findings. Not part of [`deep_checks`]; add it where the operator wants those findings.
@@ -97,7 +107,7 @@ pub fn critical_checks() -> &'static [NamedCheck] {
     &CRITICAL
 }
 
-/// `world_writable_php`, `suid_unexpected`.
+/// `world_writable_php`, `suid_unexpected`, `waf_status`.
 pub fn deep_checks() -> &'static [NamedCheck] {
     &DEEP
 }
@@ -158,7 +168,10 @@ mod tests {
             ]
         );
         let names: Vec<_> = deep_checks().iter().map(|c| c.name).collect();
-        assert_eq!(names, ["world_writable_php", "suid_unexpected"]);
+        assert_eq!(
+            names,
+            ["world_writable_php", "suid_unexpected", "waf_status"]
+        );
         assert!(find_check("suid_unexpected").is_some());
         assert!(find_check("hardening_audit").is_some());
         assert!(find_check("nope").is_none());

@@ -8,6 +8,7 @@ pub mod mail;
 pub mod reload;
 pub mod status;
 pub mod validate;
+pub mod waf;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -96,6 +97,11 @@ pub static SUBCOMMANDS: &[Subcommand] = &[
         name: "mail",
         summary: "the mail antivirus: status, stats, quarantined mail, release, delete (`svc mail --help`)",
         flags: mail::FLAGS,
+    },
+    Subcommand {
+        name: "waf",
+        summary: "the ModSecurity integration: install-rules, stats, rules, escalation, apply (`svc waf --help`)",
+        flags: waf::FLAGS,
     },
     Subcommand {
         name: "version",
@@ -217,6 +223,9 @@ pub fn main(args: Vec<OsString>) -> i32 {
     }
     if cmd.name == "mail" {
         return mail::run(args.collect());
+    }
+    if cmd.name == "waf" {
+        return waf::run(args.collect());
     }
     let flags = match parse_flags(cmd, args.collect()) {
         Ok(f) => f,

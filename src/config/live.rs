@@ -28,6 +28,14 @@ pub struct RestartKey {
 /// deadlines, check schedule and layout, GeoIP databases, firewall settings).
 pub static RESTART_KEYS: &[RestartKey] = &[
     RestartKey {
+        key: "logs.waf",
+        value: |c| format!("{:?}", c.engine.waf_logs),
+    },
+    RestartKey {
+        key: "waf.enabled",
+        value: |c| c.waf.enabled.to_string(),
+    },
+    RestartKey {
         key: "state_path",
         value: |c| c.state_path.display().to_string(),
     },

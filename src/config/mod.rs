@@ -14,6 +14,7 @@ pub mod mail;
 mod merge;
 pub mod migrate;
 mod reader;
+pub mod waf;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -164,6 +165,9 @@ impl std::fmt::Debug for WebUi {
 pub struct Engine {
     /// `logs.auth`: authentication logs to tail.
     pub auth_logs: Vec<PathBuf>,
+    /// `logs.waf`: WAF logs to tail (absolute paths or glob patterns); empty: the error
+    /// and audit logs the detected web server's configuration names.
+    pub waf_logs: Vec<PathBuf>,
     /// `files.watch`: roots of the file watcher.
     pub watch_roots: Vec<PathBuf>,
     /// `files.backend`: `auto`, `fanotify` or `inotify`.
@@ -204,6 +208,7 @@ impl Default for Engine {
                 PathBuf::from("/var/log/auth.log"),
                 PathBuf::from("/var/log/secure"),
             ],
+            waf_logs: Vec::new(),
             watch_roots: vec![PathBuf::from("/var/www")],
             watch_backend: "auto".into(),
             auth_failures: 5,
@@ -243,6 +248,8 @@ pub struct Config {
     pub firewall: firewall::FirewallConfig,
     /// `[mail]`: the mail antivirus.
     pub mail: mail::MailConfig,
+    /// `[waf]`: the ModSecurity integration.
+    pub waf: waf::WafConfig,
 }
 
 impl Config {
@@ -352,6 +359,7 @@ pub fn from_table(
     let alerts = alerts::read(&mut r, &mut errs);
     let firewall = firewall::read(&mut r, &mut errs);
     let mail = mail::read(&mut r, &mut errs);
+    let waf = waf::read(&mut r, &mut errs);
     r.finish(&mut errs);
 
     if !errs.0.is_empty() {
@@ -370,6 +378,7 @@ pub fn from_table(
         alerts,
         firewall,
         mail,
+        waf,
     })
 }
 
@@ -515,6 +524,8 @@ fn read_engine(root: &mut TableReader<'_>, errs: &mut Errors) -> Engine {
     let mut logs = root.table("logs", errs);
     let auth = logs.string_list("auth", &["/var/log/auth.log", "/var/log/secure"], errs);
     let auth_logs = absolute_paths(auth, &logs.key("auth"), errs);
+    let waf = logs.string_list("waf", &[], errs);
+    let waf_logs = absolute_paths(waf, &logs.key("waf"), errs);
     logs.finish(errs);
 
     let mut files = root.table("files", errs);
@@ -581,6 +592,7 @@ fn read_engine(root: &mut TableReader<'_>, errs: &mut Errors) -> Engine {
         max_active_findings,
         incident_window_minutes,
         auth_logs,
+        waf_logs,
         watch_roots,
         watch_backend,
         auth_failures,

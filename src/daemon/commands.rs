@@ -74,6 +74,11 @@ pub static COMMANDS: &[Command] = &[
         summary: "svc mail: status, stats, list, release, delete",
         run: |c, name, args| crate::api::mail_control(&c.app, name, args),
     },
+    Command {
+        name: "waf.*",
+        summary: "svc waf: stats, rules, escalation, apply",
+        run: |c, name, args| crate::api::waf_control(&c.app, name, args),
+    },
     #[cfg(feature = "bench")]
     Command {
         name: "bench.inject",

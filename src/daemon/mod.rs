@@ -178,6 +178,32 @@ pub fn run(opts: Options) -> Result<(), String> {
         &components,
         &store,
     )?);
+    let waf = {
+        let hook: Option<crate::waf::collector::EscalateHook> = match &firewall {
+            crate::firewall::Handle::Active(fw) => {
+                let fw = fw.clone();
+                Some(Arc::new(move |f: &crate::findings::Finding| {
+                    waf_escalate(&fw, f);
+                }))
+            }
+            _ => None,
+        };
+        let country = geoip.clone().map(|g| {
+            Arc::new(move |ip: std::net::IpAddr| g.lookup(ip).and_then(|x| x.country))
+                as Arc<dyn Fn(std::net::IpAddr) -> Option<String> + Send + Sync>
+        });
+        crate::waf::service::WafService::start(
+            &cfg.waf,
+            crate::waf::logs::resolve(&cfg.engine.waf_logs),
+            hook,
+            country,
+            clock.clone(),
+            &engine,
+            &registry,
+            &components,
+            &store,
+        )?
+    };
     let events = crate::events::EventBus::new(
         clock.clone(),
         &registry,
@@ -209,6 +235,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         config: live.clone(),
         firewall: firewall.clone(),
         mail: mail.clone(),
+        waf: waf.clone(),
     };
     let app = Arc::new(App::new(cfg.clone(), clock, store.clone(), services));
     {
@@ -278,6 +305,7 @@ pub fn run(opts: Options) -> Result<(), String> {
     let _ = http_thread.join();
     control.stop();
     collectors.stop();
+    waf.stop();
     jobs.shutdown(std::time::Duration::from_secs(3));
     mail.stop();
     engine.shutdown();
@@ -290,6 +318,27 @@ pub fn run(opts: Options) -> Result<(), String> {
     store.close();
     log::info!("stopped");
     Ok(())
+}
+
+/// How long an address escalated by the WAF stays blocked.
+const WAF_BLOCK: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// Blocks the address of a `modsec_block_escalation` finding as an automatic caller
+/// (source `waf`): dry run, the allow list and infrastructure refusals apply.
+fn waf_escalate(fw: &crate::firewall::Firewall, f: &crate::findings::Finding) {
+    let Some(ip) = f.ip else { return };
+    let item = crate::firewall::BlockItem {
+        net: crate::firewall::Net::host(ip),
+        reason: "WAF deny escalation".into(),
+        duration: Some(WAF_BLOCK),
+    };
+    let actor = crate::firewall::Actor::Automatic {
+        source: "waf".into(),
+    };
+    match fw.block(vec![item], &actor) {
+        Ok(out) => log::info!("WAF escalation of {ip}: {out:?}"),
+        Err(e) => log::warn!("WAF escalation of {ip}: firewall refused: {e}"),
+    }
 }
 
 /// Raises the open-file limit so `max_connections` fit, and logs the figure.

@@ -186,6 +186,21 @@ pub static SECTIONS: &[Section] = &[
                 .map_err(|e| format!("mail: {e}"))
         },
     },
+    Section {
+        name: "waf",
+        changed: |a, b| {
+            let strip = |c: &Config| {
+                let mut w = c.waf.clone();
+                w.enabled = true;
+                w
+            };
+            strip(a) != strip(b)
+        },
+        apply: |h, c, _| {
+            h.app.services.waf.reconfigure(&c.waf);
+            Ok(())
+        },
+    },
 ];
 
 fn apply_tokens(h: &Handles, c: &Config, fx: &mut Effects) -> Result<(), String> {
@@ -448,6 +463,21 @@ mod tests {
                 &["auto_response.dry_run"],
             ),
             ("[logs]\nauth = [\"/x.log\"]\n", &["logs.auth"]),
+            ("[logs]\nwaf = [\"/x/*.log\"]\n", &["logs.waf"]),
+            ("[waf]\nenabled = false\n", &["waf.enabled"]),
+            ("[waf]\nrules_file = \"/r.conf\"\n", &["waf"]),
+            ("[waf]\noverrides_file = \"/o.conf\"\n", &["waf"]),
+            (
+                "[waf]\nreload_command = \"systemctl reload apache2\"\n",
+                &["waf"],
+            ),
+            ("[waf]\nreload_timeout_seconds = 5\n", &["waf"]),
+            ("[waf]\nescalation_denies = 5\n", &["waf"]),
+            ("[waf]\nescalation_window_minutes = 5\n", &["waf"]),
+            ("[waf]\nrules_stale_days = 5\n", &["waf"]),
+            ("[waf]\nevent_retention_days = 5\n", &["waf"]),
+            ("[waf]\nmax_events = 5000\n", &["waf"]),
+            ("[waf]\nmax_tracked_addresses = 50\n", &["waf"]),
             ("[files]\nwatch = [\"/srv\"]\n", &["files"]),
             ("[files]\nbackend = \"inotify\"\n", &["files"]),
             ("[auto_response]\nquarantine = true\n", &["files"]),

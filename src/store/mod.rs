@@ -16,6 +16,7 @@ pub mod quarantine;
 mod schema;
 pub mod spool;
 pub mod suppressions;
+pub mod waf;
 
 use std::any::Any;
 use std::path::{Path, PathBuf};

@@ -316,6 +316,35 @@ const MIGRATIONS: &[&str] = &[
         errors INTEGER NOT NULL,
         PRIMARY KEY (hour, engine)
     ) WITHOUT ROWID;",
+    // 11: WAF events (see store/waf.rs), rules excluded from firewall escalation, and the
+    // applied set of disabled svc rules.
+    "CREATE TABLE waf_events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at INTEGER NOT NULL,
+        ip TEXT NOT NULL,
+        country TEXT,
+        host TEXT NOT NULL,
+        uri TEXT NOT NULL,
+        method TEXT NOT NULL,
+        rule_id INTEGER,
+        message TEXT NOT NULL,
+        severity INTEGER NOT NULL,
+        action TEXT NOT NULL,
+        format TEXT NOT NULL,
+        unique_id TEXT,
+        status INTEGER
+    );
+    CREATE INDEX waf_events_at ON waf_events(at);
+    CREATE INDEX waf_events_ip ON waf_events(ip, at);
+    CREATE INDEX waf_events_rule ON waf_events(rule_id, at);
+    CREATE TABLE waf_escalation_off (
+        rule_id INTEGER PRIMARY KEY,
+        created INTEGER NOT NULL,
+        created_by TEXT NOT NULL
+    );
+    CREATE TABLE waf_rules_disabled (
+        rule_id INTEGER PRIMARY KEY
+    );",
 ];
 
 /// Applies pending migrations.

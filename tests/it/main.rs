@@ -26,4 +26,5 @@ mod persist;
 mod quarantine;
 mod reload;
 mod server;
+mod waf;
 mod watcher;
