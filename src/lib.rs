@@ -29,6 +29,7 @@ pub mod http;
 pub mod ids;
 pub mod incidents;
 pub mod lograte;
+pub mod mail;
 pub mod queue;
 pub mod scan;
 pub mod store;

@@ -11,6 +11,7 @@ pub mod findings;
 pub mod firewall;
 pub mod history;
 pub mod incidents;
+pub mod mail_accounts;
 pub mod quarantine;
 mod schema;
 pub mod spool;

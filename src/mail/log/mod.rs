@@ -1,0 +1,1 @@
+//! The mail-log reader (Exim `mainlog`, Postfix `mail.log`).
