@@ -1,1 +1,7 @@
-//! The mail-log reader (Exim `mainlog`, Postfix `mail.log`).
+//! The mail-log reader: Exim `mainlog` and Postfix `mail.log` lines ([`parse`]) turned into
+//! per-message records, forwards and findings ([`ledger`]).
+
+pub mod ledger;
+pub mod parse;
+
+pub use parse::{parse_line, MailEvent, Mta, Outcome, Parsed};
