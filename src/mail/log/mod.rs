@@ -1,6 +1,8 @@
 //! The mail-log reader: Exim `mainlog` and Postfix `mail.log` lines ([`parse`]) turned into
-//! per-message records, forwards and findings ([`ledger`]).
+//! per-message records, forwards and findings ([`ledger`]), followed live by
+//! [`collector::MailLogCollector`].
 
+pub mod collector;
 pub mod ledger;
 pub mod parse;
 
