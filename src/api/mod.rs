@@ -20,6 +20,7 @@ mod firewall;
 mod fixes;
 mod history;
 mod incident;
+mod mail_accounts;
 pub mod metrics;
 mod pages;
 pub mod params;

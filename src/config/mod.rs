@@ -163,6 +163,12 @@ impl std::fmt::Debug for WebUi {
 pub struct Engine {
     /// `logs.auth`: authentication logs to tail.
     pub auth_logs: Vec<PathBuf>,
+    /// `logs.mail`: MTA logs to tail (empty: detected under `checks.root`).
+    pub mail_logs: Vec<PathBuf>,
+    /// `thresholds.mail_per_account_hourly`: messages per account and hour.
+    pub mail_per_account_hourly: u32,
+    /// `thresholds.mail_auth_failures`: SMTP AUTH failures per address in ten minutes.
+    pub mail_auth_failures: u32,
     /// `files.watch`: roots of the file watcher.
     pub watch_roots: Vec<PathBuf>,
     /// `files.backend`: `auto`, `fanotify` or `inotify`.
@@ -201,6 +207,9 @@ impl Default for Engine {
                 PathBuf::from("/var/log/auth.log"),
                 PathBuf::from("/var/log/secure"),
             ],
+            mail_logs: Vec::new(),
+            mail_per_account_hourly: 500,
+            mail_auth_failures: 10,
             watch_roots: vec![PathBuf::from("/var/www")],
             watch_backend: "auto".into(),
             auth_failures: 5,
@@ -507,6 +516,8 @@ fn read_engine(root: &mut TableReader<'_>, errs: &mut Errors) -> Engine {
     let mut logs = root.table("logs", errs);
     let auth = logs.string_list("auth", &["/var/log/auth.log", "/var/log/secure"], errs);
     let auth_logs = absolute_paths(auth, &logs.key("auth"), errs);
+    let mail = logs.string_list("mail", &[], errs);
+    let mail_logs = absolute_paths(mail, &logs.key("mail"), errs);
     logs.finish(errs);
 
     let mut files = root.table("files", errs);
@@ -535,6 +546,9 @@ fn read_engine(root: &mut TableReader<'_>, errs: &mut Errors) -> Engine {
     let auth_max_known_logins =
         th.int("auth_max_known_logins", 65_536, 16, 10_000_000, errs) as usize;
     let auth_new_address_mail = th.bool("auth_new_address_mail", false, errs);
+    let mail_per_account_hourly =
+        th.int("mail_per_account_hourly", 500, 1, 10_000_000, errs) as u32;
+    let mail_auth_failures = th.int("mail_auth_failures", 10, 1, 1_000_000, errs) as u32;
     th.finish(errs);
 
     let mut ar = root.table("auto_response", errs);
@@ -563,6 +577,9 @@ fn read_engine(root: &mut TableReader<'_>, errs: &mut Errors) -> Engine {
     Engine {
         incident_window_minutes,
         auth_logs,
+        mail_logs,
+        mail_per_account_hourly,
+        mail_auth_failures,
         watch_roots,
         watch_backend,
         auth_failures,

@@ -167,6 +167,15 @@ pub fn run(opts: Options) -> Result<(), String> {
         &components,
         &store,
     )?);
+    let mail_log = crate::mail::log::collector::start_configured(
+        &cfg,
+        jiff::tz::TimeZone::system(),
+        clock.clone(),
+        &engine,
+        &registry,
+        &components,
+        &store,
+    );
     let events = crate::events::EventBus::new(
         clock.clone(),
         &registry,
@@ -264,6 +273,9 @@ pub fn run(opts: Options) -> Result<(), String> {
     stopper.stop();
     let _ = http_thread.join();
     control.stop();
+    if let Some(m) = mail_log {
+        m.stop();
+    }
     collectors.stop();
     jobs.shutdown(std::time::Duration::from_secs(3));
     engine.shutdown();

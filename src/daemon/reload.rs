@@ -426,6 +426,15 @@ mod tests {
                 &["auto_response.dry_run"],
             ),
             ("[logs]\nauth = [\"/x.log\"]\n", &["logs.auth"]),
+            ("[logs]\nmail = [\"/x.log\"]\n", &["logs.mail"]),
+            (
+                "[thresholds]\nmail_per_account_hourly = 9\n",
+                &["thresholds.mail_per_account_hourly"],
+            ),
+            (
+                "[thresholds]\nmail_auth_failures = 9\n",
+                &["thresholds.mail_auth_failures"],
+            ),
             ("[files]\nwatch = [\"/srv\"]\n", &["files"]),
             ("[files]\nbackend = \"inotify\"\n", &["files"]),
             ("[auto_response]\nquarantine = true\n", &["files"]),

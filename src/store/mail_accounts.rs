@@ -375,7 +375,7 @@ pub fn hourly_peaks(
     p.push(min);
     let mut st = c.prepare(&format!(
         "SELECT {col}, (at / 3600000000) * 3600000000 AS h, count(*) AS n FROM mail_messages
-         WHERE {col} != '' AND origin IN ('authenticated', 'local') AND {w} GROUP BY {col}, h HAVING n >= ?{}
+         WHERE {col} != '' AND origin IN ('auth', 'local') AND {w} GROUP BY {col}, h HAVING n >= ?{}
          ORDER BY n DESC LIMIT {}",
         p.len(),
         limit.min(i64::MAX as u64)

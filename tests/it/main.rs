@@ -19,6 +19,7 @@ mod front;
 mod history;
 mod incidents;
 mod lifecycle;
+mod mail_accounts;
 mod persist;
 mod quarantine;
 mod reload;

@@ -257,6 +257,39 @@ impl Drop for MailLogCollector {
     }
 }
 
+/// Starts the collector as `cfg` asks (`logs.mail`, detected under `checks.root` when
+/// empty; thresholds `thresholds.mail_*`), reading line times in `tz` (the server's
+/// zone). `None` when there is no log to follow or the
+/// collector cannot start (logged): the daemon runs on without it.
+pub fn start_configured(
+    cfg: &crate::config::Config,
+    tz: TimeZone,
+    clock: SharedClock,
+    engine: &Arc<Engine>,
+    registry: &Arc<Registry>,
+    components: &Components,
+    store: &Store,
+) -> Option<MailLogCollector> {
+    let paths = detect_logs(&cfg.engine.mail_logs, &cfg.engine.checks_root);
+    if paths.is_empty() {
+        log::info!("mail log: no MTA log found (logs.mail is empty); the reader is off");
+        return None;
+    }
+    let settings = LedgerSettings {
+        hourly_limit: cfg.engine.mail_per_account_hourly,
+        auth_failures: cfg.engine.mail_auth_failures,
+    };
+    match MailLogCollector::start(
+        &paths, settings, tz, clock, engine, registry, components, store,
+    ) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            log::warn!("{e}");
+            None
+        }
+    }
+}
+
 fn write_loop(queue: &BoundedQueue<Vec<MailWrite>>, store: &Store, limiter: &LogLimiter) {
     loop {
         let guard = match queue.pop_timeout(Duration::from_millis(500)) {
