@@ -275,3 +275,57 @@ pub fn forwarders(app: &App, req: &Request, _c: &Caller) -> Response {
         }),
     )
 }
+
+/// `GET /api/v1/email/queue-composition?limit`: the latest queue listing (taken every five
+/// minutes by the mail-log reader) by sender domain, most messages first (bounces under
+/// `<>`, domains past the 20 largest under `other`), with `summary` beside `items`: `at`,
+/// `mta`, `size`, `oldest_age_seconds`, `bounces`, `bounce_share`. Before the first listing
+/// (no MTA found, or not listed yet) `items` is `[]` and `summary` is `null`.
+pub fn queue_composition(app: &App, req: &Request, _c: &Caller) -> Response {
+    let q = match query(req) {
+        Ok(q) => q,
+        Err(r) => return r,
+    };
+    let latest = match app.store.read(|c| store::snapshots(c, None, None, 1, 0)) {
+        Ok((rows, _)) => rows.into_iter().next(),
+        Err(e) => return unavailable(e),
+    };
+    let Some(s) = latest else {
+        return Response::json(
+            200,
+            &json!({"items": [], "total": 0, "offset": q.offset, "limit": q.limit, "truncated": false, "summary": null}),
+        );
+    };
+    let domains: Vec<(String, u64)> = serde_json::from_str(&s.domains).unwrap_or_default();
+    let total = domains.len() as u64;
+    let page: Vec<serde_json::Value> = domains
+        .into_iter()
+        .skip(usize::try_from(q.offset).unwrap_or(usize::MAX))
+        .take(usize::try_from(q.limit).unwrap_or(usize::MAX))
+        .map(|(domain, messages)| json!({"sender_domain": domain, "messages": messages}))
+        .collect();
+    let n = page.len() as u64;
+    let share = if s.size > 0 {
+        s.bounces as f64 / s.size as f64
+    } else {
+        0.0
+    };
+    Response::json(
+        200,
+        &json!({
+            "items": page,
+            "total": total,
+            "offset": q.offset,
+            "limit": q.limit,
+            "truncated": q.offset.saturating_add(n) < total,
+            "summary": {
+                "at": instant(s.at),
+                "mta": s.mta,
+                "size": s.size,
+                "oldest_age_seconds": s.oldest,
+                "bounces": s.bounces,
+                "bounce_share": share,
+            },
+        }),
+    )
+}

@@ -67,6 +67,11 @@ pub static ROUTES: &[Route] = &[
         Access::Read,
         super::mail_accounts::forwarders
     ),
+    get!(
+        "/api/v1/email/queue-composition",
+        Access::Read,
+        super::mail_accounts::queue_composition
+    ),
     // -- end mail accounts --
     // -- history, stats (history.rs) --
     get!("/api/v1/history", Access::Read, super::history::list),

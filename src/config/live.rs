@@ -76,6 +76,10 @@ pub static RESTART_KEYS: &[RestartKey] = &[
         value: |c| c.engine.mail_auth_failures.to_string(),
     },
     RestartKey {
+        key: "thresholds.mail_queue_size",
+        value: |c| c.engine.mail_queue_size.to_string(),
+    },
+    RestartKey {
         key: "checks.root",
         value: |c| c.engine.checks_root.display().to_string(),
     },

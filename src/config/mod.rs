@@ -169,6 +169,8 @@ pub struct Engine {
     pub mail_per_account_hourly: u32,
     /// `thresholds.mail_auth_failures`: SMTP AUTH failures per address in ten minutes.
     pub mail_auth_failures: u32,
+    /// `thresholds.mail_queue_size`: queued messages before a `mail_queue` finding.
+    pub mail_queue_size: u64,
     /// `files.watch`: roots of the file watcher.
     pub watch_roots: Vec<PathBuf>,
     /// `files.backend`: `auto`, `fanotify` or `inotify`.
@@ -210,6 +212,7 @@ impl Default for Engine {
             mail_logs: Vec::new(),
             mail_per_account_hourly: 500,
             mail_auth_failures: 10,
+            mail_queue_size: 1000,
             watch_roots: vec![PathBuf::from("/var/www")],
             watch_backend: "auto".into(),
             auth_failures: 5,
@@ -549,6 +552,7 @@ fn read_engine(root: &mut TableReader<'_>, errs: &mut Errors) -> Engine {
     let mail_per_account_hourly =
         th.int("mail_per_account_hourly", 500, 1, 10_000_000, errs) as u32;
     let mail_auth_failures = th.int("mail_auth_failures", 10, 1, 1_000_000, errs) as u32;
+    let mail_queue_size = th.int("mail_queue_size", 1000, 1, 100_000_000, errs) as u64;
     th.finish(errs);
 
     let mut ar = root.table("auto_response", errs);
@@ -580,6 +584,7 @@ fn read_engine(root: &mut TableReader<'_>, errs: &mut Errors) -> Engine {
         mail_logs,
         mail_per_account_hourly,
         mail_auth_failures,
+        mail_queue_size,
         watch_roots,
         watch_backend,
         auth_failures,

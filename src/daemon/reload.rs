@@ -435,6 +435,10 @@ mod tests {
                 "[thresholds]\nmail_auth_failures = 9\n",
                 &["thresholds.mail_auth_failures"],
             ),
+            (
+                "[thresholds]\nmail_queue_size = 9\n",
+                &["thresholds.mail_queue_size"],
+            ),
             ("[files]\nwatch = [\"/srv\"]\n", &["files"]),
             ("[files]\nbackend = \"inotify\"\n", &["files"]),
             ("[auto_response]\nquarantine = true\n", &["files"]),

@@ -257,6 +257,22 @@ fn live_exim_relay_abuse_and_groups() {
     let f = d.get("/api/v1/email/forwarders", READ).expect(200).json();
     assert_eq!(f["summary"]["forwarders"], 0);
     assert_eq!(f["items"], serde_json::json!([]));
+    // The queue listing (the host's Exim, `exim -bp`, taken at start): composition with a
+    // summary. The log path names Exim, so the sampler lists Exim's queue.
+    let qc = wait_until(30, "a queue listing", || {
+        let v = d
+            .get("/api/v1/email/queue-composition", READ)
+            .expect(200)
+            .json();
+        (!v["summary"].is_null()).then_some(v)
+    });
+    assert_eq!(qc["summary"]["mta"], "exim");
+    assert!(
+        qc["summary"]["size"].is_i64() && qc["items"].is_array(),
+        "{qc}"
+    );
+    let caps = d.get("/api/v1/capabilities", READ).expect(200).json();
+    assert!(caps.to_string().contains("mail.queue.composition.v1"));
     // Without a token: refused.
     d.get("/api/v1/email/groups", "").expect(401);
 }

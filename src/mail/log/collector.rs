@@ -37,7 +37,8 @@ use crate::store::Store;
 use crate::watch::tail::{file_source_row, Follower, LineHandler, WakeHandle};
 
 use super::ledger::{Ledger, LedgerSettings};
-use super::parse::parse_line;
+use super::parse::{parse_line, Mta};
+use super::queue;
 
 /// The follower's row.
 pub const FILE_ROW: &str = "mail.file_source";
@@ -51,6 +52,39 @@ pub const DELIVERY_WAIT: Duration = Duration::from_secs(10);
 pub const COMPONENT: &str = "mail_log";
 /// Prefix of the checkpoint keys.
 pub const KEY_PREFIX: &str = "mail";
+/// How often the queue is listed.
+pub const QUEUE_INTERVAL: Duration = Duration::from_secs(300);
+
+/// The queue sampler's settings: which MTA, the listing program, the size limit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueSettings {
+    pub mta: Mta,
+    pub program: PathBuf,
+    pub size_limit: u64,
+}
+
+impl QueueSettings {
+    /// The MTA of `paths` (Exim when a path names it, else Postfix) and its listing
+    /// program when installed.
+    pub fn detect(paths: &[PathBuf], size_limit: u64) -> Option<QueueSettings> {
+        let exim = paths.iter().any(|p| p.to_string_lossy().contains("exim"));
+        let (mta, programs): (Mta, &[&str]) = if exim {
+            (
+                Mta::Exim,
+                &["/usr/sbin/exim", "/usr/sbin/exim4", "/usr/bin/exim"],
+            )
+        } else {
+            (Mta::Postfix, &["/usr/sbin/postqueue", "/usr/bin/postqueue"])
+        };
+        let program = programs.iter().map(PathBuf::from).find(|p| p.is_file())?;
+        Some(QueueSettings {
+            mta,
+            program,
+            size_limit,
+        })
+    }
+}
+
 /// The replay window: the per-account count's hour.
 pub const WINDOW: Duration = Duration::from_secs(3600);
 
@@ -137,6 +171,7 @@ pub struct MailLogCollector {
     wake: WakeHandle,
     reader: Option<JoinHandle<()>>,
     writer: Option<JoinHandle<()>>,
+    sampler: Option<JoinHandle<()>>,
     queue: BoundedQueue<Vec<MailWrite>>,
     paths: Vec<PathBuf>,
     _rows: [RowHandle; 2],
@@ -148,6 +183,7 @@ impl MailLogCollector {
     pub fn start(
         paths: &[PathBuf],
         settings: LedgerSettings,
+        queue_settings: Option<QueueSettings>,
         tz: TimeZone,
         clock: SharedClock,
         engine: &Arc<Engine>,
@@ -211,12 +247,26 @@ impl MailLogCollector {
                 follower.run(&flag);
             })
             .map_err(StartError::Io)?;
+        let sampler = match queue_settings {
+            Some(qs) => {
+                let (queue, engine, stop, clock) =
+                    (queue.clone(), engine.clone(), stop.clone(), clock.clone());
+                Some(
+                    std::thread::Builder::new()
+                        .name("mail-queue".into())
+                        .spawn(move || sample_loop(&qs, &queue, &engine, &stop, &clock))
+                        .map_err(StartError::Io)?,
+                )
+            }
+            None => None,
+        };
         Ok(MailLogCollector {
             engine: engine.clone(),
             stop,
             wake,
             reader: Some(reader),
             writer: Some(writer),
+            sampler,
             queue,
             paths: paths.to_vec(),
             _rows: [file_row, delivery_row],
@@ -232,6 +282,9 @@ impl MailLogCollector {
         self.stop.store(true, Ordering::Release);
         self.wake.wake();
         if let Some(t) = self.reader.take() {
+            let _ = t.join();
+        }
+        if let Some(t) = self.sampler.take() {
             let _ = t.join();
         }
         // The writer drains what is queued, then sees the queue closed.
@@ -279,13 +332,67 @@ pub fn start_configured(
         hourly_limit: cfg.engine.mail_per_account_hourly,
         auth_failures: cfg.engine.mail_auth_failures,
     };
+    let queue_settings = QueueSettings::detect(&paths, cfg.engine.mail_queue_size);
     match MailLogCollector::start(
-        &paths, settings, tz, clock, engine, registry, components, store,
+        &paths,
+        settings,
+        queue_settings,
+        tz,
+        clock,
+        engine,
+        registry,
+        components,
+        store,
     ) {
         Ok(c) => Some(c),
         Err(e) => {
             log::warn!("{e}");
             None
+        }
+    }
+}
+
+/// Lists the queue at start and every [`QUEUE_INTERVAL`]: a snapshot goes through
+/// `mail.delivery` to the store, `mail_queue` findings to the engine. Stops within 200 ms
+/// of `stop` (a running listing ends at its own deadline).
+fn sample_loop(
+    qs: &QueueSettings,
+    queue: &BoundedQueue<Vec<MailWrite>>,
+    engine: &Engine,
+    stop: &AtomicBool,
+    clock: &SharedClock,
+) {
+    let limiter = LogLimiter::per_minute(clock.clone());
+    let program = qs.program.to_string_lossy().into_owned();
+    let (_, args) = queue::list_command(qs.mta);
+    loop {
+        let now = clock.now();
+        match queue::list(qs.mta, &program, args, now) {
+            Ok(entries) => {
+                let c = queue::compose(&entries);
+                for f in queue::findings(&c, qs.size_limit, now) {
+                    engine.submit(f);
+                }
+                let snapshot = MailWrite::QueueSnapshot {
+                    at: now.as_microsecond(),
+                    mta: qs.mta.label(),
+                    size: i64::try_from(c.size).unwrap_or(i64::MAX),
+                    oldest: c.oldest_age_seconds.and_then(|a| i64::try_from(a).ok()),
+                    bounces: i64::try_from(c.bounces).unwrap_or(i64::MAX),
+                    domains: serde_json::to_string(&c.domains).unwrap_or_else(|_| "[]".into()),
+                };
+                let _ = queue.push_timeout(vec![snapshot], DELIVERY_WAIT);
+            }
+            Err(e) => {
+                crate::warn_limited!(limiter, "mail-queue", "list", "mail queue: {e}");
+            }
+        }
+        let until = std::time::Instant::now() + QUEUE_INTERVAL;
+        while std::time::Instant::now() < until {
+            if stop.load(Ordering::Acquire) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
         }
     }
 }

@@ -5,5 +5,6 @@
 pub mod collector;
 pub mod ledger;
 pub mod parse;
+pub mod queue;
 
 pub use parse::{parse_line, MailEvent, Mta, Outcome, Parsed};

@@ -57,6 +57,7 @@ fn lines_become_records_and_findings_and_rows_come_and_go() {
     let c = MailLogCollector::start(
         std::slice::from_ref(&log),
         LedgerSettings::default(),
+        None,
         TimeZone::UTC,
         clock.clone(),
         &engine,
@@ -94,6 +95,7 @@ fn lines_become_records_and_findings_and_rows_come_and_go() {
     let c = MailLogCollector::start(
         std::slice::from_ref(&log),
         LedgerSettings::default(),
+        None,
         TimeZone::UTC,
         clock.clone(),
         &engine,
