@@ -19,6 +19,9 @@ pub const CAPABILITIES: &[&str] = &[
     "firewall.dos_exempt.v1",
     // Tentative firewall settings with a revert timer (firewall/rollback.rs).
     "firewall.rollback.v1",
+    // `/api/v1/email/queue-composition`: queue by sender domain and bounce share
+    // (mail/log/queue.rs).
+    "mail.queue.composition.v1",
     // `status.queues` protection-queue rows (queue/).
     "status.queue_health.v1",
     // Durable webhook spool, replayed after a restart (alerts/spool.rs, `panel.spool`).

@@ -21,6 +21,7 @@ mod fixes;
 mod history;
 mod incident;
 mod mail;
+mod mail_accounts;
 pub mod metrics;
 mod pages;
 pub mod params;

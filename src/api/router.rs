@@ -51,6 +51,28 @@ pub static ROUTES: &[Route] = &[
     get!("/api/v1/components", Access::Read, status::components),
     get!("/api/v1/findings", Access::Read, findings::list),
     get!("/api/v1/incident", Access::Admin, incident::timeline),
+    // -- mail accounts (mail_accounts.rs) --
+    get!(
+        "/api/v1/email/groups",
+        Access::Read,
+        super::mail_accounts::groups
+    ),
+    get!(
+        "/api/v1/email/relay-abuse",
+        Access::Read,
+        super::mail_accounts::relay_abuse
+    ),
+    get!(
+        "/api/v1/email/forwarders",
+        Access::Read,
+        super::mail_accounts::forwarders
+    ),
+    get!(
+        "/api/v1/email/queue-composition",
+        Access::Read,
+        super::mail_accounts::queue_composition
+    ),
+    // -- end mail accounts --
     // -- history, stats (history.rs) --
     get!("/api/v1/history", Access::Read, super::history::list),
     get!("/api/v1/history/csv", Access::Read, super::history::csv),

@@ -72,6 +72,22 @@ pub static RESTART_KEYS: &[RestartKey] = &[
         value: |c| c.engine.deep_interval_min.to_string(),
     },
     RestartKey {
+        key: "logs.mail",
+        value: |c| format!("{:?}", c.engine.mail_logs),
+    },
+    RestartKey {
+        key: "thresholds.mail_per_account_hourly",
+        value: |c| c.engine.mail_per_account_hourly.to_string(),
+    },
+    RestartKey {
+        key: "thresholds.mail_auth_failures",
+        value: |c| c.engine.mail_auth_failures.to_string(),
+    },
+    RestartKey {
+        key: "thresholds.mail_queue_size",
+        value: |c| c.engine.mail_queue_size.to_string(),
+    },
+    RestartKey {
         key: "checks.root",
         value: |c| c.engine.checks_root.display().to_string(),
     },

@@ -168,6 +168,14 @@ pub struct Engine {
     /// `logs.waf`: WAF logs to tail (absolute paths or glob patterns); empty: the error
     /// and audit logs the detected web server's configuration names.
     pub waf_logs: Vec<PathBuf>,
+    /// `logs.mail`: MTA logs to tail (empty: detected under `checks.root`).
+    pub mail_logs: Vec<PathBuf>,
+    /// `thresholds.mail_per_account_hourly`: messages per account and hour.
+    pub mail_per_account_hourly: u32,
+    /// `thresholds.mail_auth_failures`: SMTP AUTH failures per address in ten minutes.
+    pub mail_auth_failures: u32,
+    /// `thresholds.mail_queue_size`: queued messages before a `mail_queue` finding.
+    pub mail_queue_size: u64,
     /// `files.watch`: roots of the file watcher.
     pub watch_roots: Vec<PathBuf>,
     /// `files.backend`: `auto`, `fanotify` or `inotify`.
@@ -209,6 +217,10 @@ impl Default for Engine {
                 PathBuf::from("/var/log/secure"),
             ],
             waf_logs: Vec::new(),
+            mail_logs: Vec::new(),
+            mail_per_account_hourly: 500,
+            mail_auth_failures: 10,
+            mail_queue_size: 1000,
             watch_roots: vec![PathBuf::from("/var/www")],
             watch_backend: "auto".into(),
             auth_failures: 5,
@@ -526,6 +538,8 @@ fn read_engine(root: &mut TableReader<'_>, errs: &mut Errors) -> Engine {
     let auth_logs = absolute_paths(auth, &logs.key("auth"), errs);
     let waf = logs.string_list("waf", &[], errs);
     let waf_logs = absolute_paths(waf, &logs.key("waf"), errs);
+    let mail = logs.string_list("mail", &[], errs);
+    let mail_logs = absolute_paths(mail, &logs.key("mail"), errs);
     logs.finish(errs);
 
     let mut files = root.table("files", errs);
@@ -554,6 +568,10 @@ fn read_engine(root: &mut TableReader<'_>, errs: &mut Errors) -> Engine {
     let auth_max_known_logins =
         th.int("auth_max_known_logins", 65_536, 16, 10_000_000, errs) as usize;
     let auth_new_address_mail = th.bool("auth_new_address_mail", false, errs);
+    let mail_per_account_hourly =
+        th.int("mail_per_account_hourly", 500, 1, 10_000_000, errs) as u32;
+    let mail_auth_failures = th.int("mail_auth_failures", 10, 1, 1_000_000, errs) as u32;
+    let mail_queue_size = th.int("mail_queue_size", 1000, 1, 100_000_000, errs) as u64;
     th.finish(errs);
 
     let mut ar = root.table("auto_response", errs);
@@ -593,6 +611,10 @@ fn read_engine(root: &mut TableReader<'_>, errs: &mut Errors) -> Engine {
         incident_window_minutes,
         auth_logs,
         waf_logs,
+        mail_logs,
+        mail_per_account_hourly,
+        mail_auth_failures,
+        mail_queue_size,
         watch_roots,
         watch_backend,
         auth_failures,

@@ -204,6 +204,15 @@ pub fn run(opts: Options) -> Result<(), String> {
             &store,
         )?
     };
+    let mail_log = crate::mail::log::collector::start_configured(
+        &cfg,
+        jiff::tz::TimeZone::system(),
+        clock.clone(),
+        &engine,
+        &registry,
+        &components,
+        &store,
+    );
     let events = crate::events::EventBus::new(
         clock.clone(),
         &registry,
@@ -304,6 +313,9 @@ pub fn run(opts: Options) -> Result<(), String> {
     stopper.stop();
     let _ = http_thread.join();
     control.stop();
+    if let Some(m) = mail_log {
+        m.stop();
+    }
     collectors.stop();
     waf.stop();
     jobs.shutdown(std::time::Duration::from_secs(3));

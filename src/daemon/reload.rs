@@ -478,6 +478,19 @@ mod tests {
             ("[waf]\nevent_retention_days = 5\n", &["waf"]),
             ("[waf]\nmax_events = 5000\n", &["waf"]),
             ("[waf]\nmax_tracked_addresses = 50\n", &["waf"]),
+            ("[logs]\nmail = [\"/x.log\"]\n", &["logs.mail"]),
+            (
+                "[thresholds]\nmail_per_account_hourly = 9\n",
+                &["thresholds.mail_per_account_hourly"],
+            ),
+            (
+                "[thresholds]\nmail_auth_failures = 9\n",
+                &["thresholds.mail_auth_failures"],
+            ),
+            (
+                "[thresholds]\nmail_queue_size = 9\n",
+                &["thresholds.mail_queue_size"],
+            ),
             ("[files]\nwatch = [\"/srv\"]\n", &["files"]),
             ("[files]\nbackend = \"inotify\"\n", &["files"]),
             ("[auto_response]\nquarantine = true\n", &["files"]),

@@ -1,8 +1,10 @@
-//! Mail antivirus: the spool watcher ([`watcher`]), tolerant MIME extraction ([`mime`],
-//! [`decode`]), archives ([`archive`]), staging ([`staging`]), the engines (clamd in
-//! [`clamd`], the daemon's content signatures), the `email_content` check ([`content`]),
+//! Mail. The antivirus side: the spool watcher ([`watcher`]), tolerant MIME extraction
+//! ([`mime`], [`decode`]), archives ([`archive`]), staging ([`staging`]), the engines (clamd
+//! in [`clamd`], the daemon's content signatures), the `email_content` check ([`content`]),
 //! the per-message pipeline ([`scanner`]), the mail quarantine ([`quarantine`]) and the
-//! running service ([`service::MailAv`]).
+//! running service ([`service::MailAv`]). The account side: the mail-log reader, per-account
+//! counters, queue and forwarder checks, relay abuse ([`log`]) and the mailbox password
+//! audit ([`password`]).
 //!
 //! Files in the MTA's spool are touched only through `crate::sys::dir` (no symlink is
 //! followed beneath the spool root); the staging and quarantine directories are
@@ -12,7 +14,9 @@ pub mod archive;
 pub mod clamd;
 pub mod content;
 pub mod decode;
+pub mod log;
 pub mod mime;
+pub mod password;
 pub mod quarantine;
 pub mod scanner;
 pub mod service;

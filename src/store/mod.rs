@@ -12,6 +12,7 @@ pub mod firewall;
 pub mod history;
 pub mod incidents;
 pub mod mail;
+pub mod mail_accounts;
 pub mod quarantine;
 mod schema;
 pub mod spool;

@@ -345,6 +345,74 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE waf_rules_disabled (
         rule_id INTEGER PRIMARY KEY
     );",
+    // 12: mail accounts (see store/mail_accounts.rs): messages read from the MTA log,
+    // observed forwards, direct SMTP egress, mail-queue snapshots, and the mailbox
+    // password audit's records (fingerprints only, never a password or a hash).
+    "CREATE TABLE mail_messages (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        key TEXT NOT NULL UNIQUE,
+        at INTEGER NOT NULL,
+        mta TEXT NOT NULL,
+        queue_id TEXT NOT NULL,
+        sender TEXT NOT NULL,
+        sender_domain TEXT NOT NULL,
+        account TEXT NOT NULL,
+        auth_user TEXT NOT NULL,
+        client_ip TEXT,
+        origin TEXT NOT NULL,
+        recipients INTEGER NOT NULL DEFAULT 0,
+        sent INTEGER NOT NULL DEFAULT 0,
+        deferred INTEGER NOT NULL DEFAULT 0,
+        bounced INTEGER NOT NULL DEFAULT 0,
+        forwarded INTEGER NOT NULL DEFAULT 0,
+        remote INTEGER NOT NULL DEFAULT 0,
+        relay_mismatch INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX mail_messages_at ON mail_messages(at);
+    CREATE INDEX mail_messages_auth_at ON mail_messages(auth_user, at);
+    CREATE TABLE mail_forwards (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at INTEGER NOT NULL,
+        original TEXT NOT NULL,
+        target TEXT NOT NULL,
+        target_domain TEXT NOT NULL,
+        account TEXT NOT NULL
+    );
+    CREATE INDEX mail_forwards_at ON mail_forwards(at);
+    CREATE TABLE mail_egress (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at INTEGER NOT NULL,
+        account TEXT NOT NULL,
+        uid INTEGER NOT NULL,
+        remote_ip TEXT NOT NULL,
+        remote_port INTEGER NOT NULL,
+        ptr TEXT,
+        confirmed INTEGER NOT NULL
+    );
+    CREATE INDEX mail_egress_at ON mail_egress(at);
+    CREATE TABLE mail_queue_snapshots (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at INTEGER NOT NULL,
+        mta TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        oldest INTEGER,
+        bounces INTEGER NOT NULL,
+        domains TEXT NOT NULL
+    );
+    CREATE INDEX mail_queue_snapshots_at ON mail_queue_snapshots(at);
+    CREATE TABLE mail_password_audit (
+        mailbox TEXT PRIMARY KEY,
+        account TEXT,
+        audited_fp TEXT,
+        audited_version TEXT,
+        weak INTEGER NOT NULL DEFAULT 0,
+        breach_count INTEGER,
+        audited INTEGER,
+        failed_fp TEXT,
+        failed_version TEXT,
+        failed_reason TEXT,
+        retry_after INTEGER
+    ) WITHOUT ROWID;",
 ];
 
 /// Applies pending migrations.

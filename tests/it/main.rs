@@ -22,6 +22,7 @@ mod ingest;
 mod injection;
 mod lifecycle;
 mod mail;
+mod mail_accounts;
 mod persist;
 mod quarantine;
 mod reload;

@@ -1,0 +1,10 @@
+//! The mail-log reader: Exim `mainlog` and Postfix `mail.log` lines ([`parse`]) turned into
+//! per-message records, forwards and findings ([`ledger`]), followed live by
+//! [`collector::MailLogCollector`].
+
+pub mod collector;
+pub mod ledger;
+pub mod parse;
+pub mod queue;
+
+pub use parse::{parse_line, MailEvent, Mta, Outcome, Parsed};
