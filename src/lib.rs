@@ -35,5 +35,6 @@ pub mod store;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod text;
+pub mod threat;
 pub mod timefmt;
 pub mod watch;

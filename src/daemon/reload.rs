@@ -421,7 +421,10 @@ mod tests {
             ),
             ("[webui.limits]\nmax_connections = 9\n", &["webui.limits.*"]),
             ("[firewall]\nmode = \"full\"\n", &["firewall.*"]),
-            ("[auto_response]\ndry_run = false\n", &["auto_response.dry_run"]),
+            (
+                "[auto_response]\ndry_run = false\n",
+                &["auto_response.dry_run"],
+            ),
             ("[logs]\nauth = [\"/x.log\"]\n", &["logs.auth"]),
             ("[files]\nwatch = [\"/srv\"]\n", &["files"]),
             ("[files]\nbackend = \"inotify\"\n", &["files"]),

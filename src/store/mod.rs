@@ -15,6 +15,7 @@ pub mod quarantine;
 mod schema;
 pub mod spool;
 pub mod suppressions;
+pub mod threat;
 
 use std::any::Any;
 use std::path::{Path, PathBuf};
