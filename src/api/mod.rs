@@ -29,6 +29,8 @@ mod session_routes;
 pub mod sessions;
 mod status;
 pub mod suppressions;
+mod threat;
+mod undo;
 
 use std::sync::{Arc, OnceLock};
 
@@ -64,10 +66,13 @@ pub struct Services {
     pub config: Arc<crate::config::Live>,
     /// The firewall engine, or why it is absent.
     pub firewall: crate::firewall::Handle,
+    /// Threat intelligence: attack database, verdicts, automatic blocks, undo.
+    pub threat: Arc<crate::threat::Threat>,
 }
 
 pub use firewall::control as firewall_control;
 pub use router::{Access, Route, ROUTES};
+pub use threat::control as threat_control;
 
 /// Facts about this daemon process, fixed at start (binary hash filled in once computed).
 pub struct Runtime {

@@ -6,6 +6,7 @@ pub mod doctor;
 pub mod firewall;
 pub mod reload;
 pub mod status;
+pub mod threat;
 pub mod validate;
 
 use std::ffi::OsString;
@@ -90,6 +91,11 @@ pub static SUBCOMMANDS: &[Subcommand] = &[
         name: "firewall",
         summary: "the daemon's nftables firewall: status, list, check, block, unblock, allow, rollback (`svc firewall --help`)",
         flags: firewall::FLAGS,
+    },
+    Subcommand {
+        name: "threat",
+        summary: "threat intelligence: lookup, block, whitelist, clear, stats, undo (`svc threat --help`)",
+        flags: threat::FLAGS,
     },
     Subcommand {
         name: "version",
@@ -208,6 +214,9 @@ pub fn main(args: Vec<OsString>) -> i32 {
     };
     if cmd.name == "firewall" {
         return firewall::run(args.collect());
+    }
+    if cmd.name == "threat" {
+        return threat::run(args.collect());
     }
     let flags = match parse_flags(cmd, args.collect()) {
         Ok(f) => f,

@@ -69,6 +69,11 @@ pub static COMMANDS: &[Command] = &[
         summary: "svc firewall: status, list, check, block, allow, subnets, flush, rollback",
         run: |c, name, args| crate::api::firewall_control(&c.app, name, args),
     },
+    Command {
+        name: "threat.*",
+        summary: "svc threat: lookup, block, whitelist, clear, stats, undo",
+        run: |c, name, args| crate::api::threat_control(&c.app, name, args),
+    },
     #[cfg(feature = "bench")]
     Command {
         name: "bench.inject",

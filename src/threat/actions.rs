@@ -174,6 +174,9 @@ fn expiry_json(expires_at: Option<jiff::Timestamp>) -> Value {
     v
 }
 
+/// What an undo did: (action, restored addresses, failures with their reason).
+pub type UndoOutcome = (String, Vec<IpAddr>, Vec<(IpAddr, String)>);
+
 impl Threat {
     /// Applies `action` to `ips` (canonical, distinct) for `caller`.
     pub fn act(
@@ -398,12 +401,9 @@ impl Threat {
         Ok(out)
     }
 
-    /// Runs the caller's undo entry `token`: (action, restored addresses, failures).
-    pub fn run_undo(
-        &self,
-        token: &str,
-        caller: &Caller,
-    ) -> Result<(String, Vec<IpAddr>, Vec<(IpAddr, String)>), (u16, String)> {
+    /// Runs the caller's undo entry `token`: (action, restored addresses, failures), or
+    /// (status, reason) when it cannot run.
+    pub fn run_undo(&self, token: &str, caller: &Caller) -> Result<UndoOutcome, (u16, String)> {
         let fw = self.firewall.engine().ok().cloned();
         let e = self.undo.take(token, &caller.name).map_err(|e| match e {
             UndoError::NotFound => (404, e.to_string()),

@@ -582,7 +582,7 @@ fn whitelist(t: &Threat) -> R<Reply> {
                 .read(|c| crate::store::firewall::load(c, crate::store::firewall::Kind::Allow))
                 .map_err(|e| Reply::error(503, format!("store unavailable: {e}")))?;
             rows.retain(|r| r.expires.is_none_or(|e| e > now));
-            rows.sort_by(|a, b| b.created.cmp(&a.created));
+            rows.sort_by_key(|r| std::cmp::Reverse(r.created));
             rows.iter()
                 .map(|r| entry(r.ip.clone(), &r.reason, r.created, r.expires, &r.created_by))
                 .collect()
@@ -666,7 +666,7 @@ fn db_stats(t: &Threat) -> Value {
         "records": records,
         "max_records": t.db.max_records(),
         "memory_bytes": bytes,
-        "bytes_per_record": if records > 0 { bytes / records } else { 0 },
+        "bytes_per_record": bytes.checked_div(records).unwrap_or(0),
         "events_recorded_total": t.db.counters.events_total.load(Relaxed),
         "events_stored": t.persist.stored_events.load(Relaxed),
         "events_pruned_total": t.persist.pruned_events.load(Relaxed),

@@ -112,7 +112,7 @@ impl IpFeed {
         self.cfg.cache_hours as i64 * HOUR_US
     }
 
-    fn from_store(&self, ip: IpAddr, now: i64) -> Option<Answer> {
+    fn cached_in_store(&self, ip: IpAddr, now: i64) -> Option<Answer> {
         let key = ip.to_string();
         let row = self
             .env
@@ -290,7 +290,9 @@ impl Source for IpFeed {
 
     fn cached(&self, ip: IpAddr, q: &Query) -> Option<Answer> {
         let now = q.now.as_microsecond();
-        self.mem.get(ip, now).or_else(|| self.from_store(ip, now))
+        self.mem
+            .get(ip, now)
+            .or_else(|| self.cached_in_store(ip, now))
     }
 
     fn lookup(&self, ip: IpAddr, q: &Query) -> Answer {

@@ -105,7 +105,7 @@ impl Rdap {
         }
     }
 
-    fn from_store(&self, ip: IpAddr, now: i64) -> Option<Answer> {
+    fn cached_in_store(&self, ip: IpAddr, now: i64) -> Option<Answer> {
         let key = ip.to_string();
         let row = self
             .env
@@ -158,7 +158,9 @@ impl Source for Rdap {
 
     fn cached(&self, ip: IpAddr, q: &Query) -> Option<Answer> {
         let now = q.now.as_microsecond();
-        self.mem.get(ip, now).or_else(|| self.from_store(ip, now))
+        self.mem
+            .get(ip, now)
+            .or_else(|| self.cached_in_store(ip, now))
     }
 
     fn lookup(&self, ip: IpAddr, q: &Query) -> Answer {
