@@ -637,6 +637,8 @@ fn stats(t: &Threat) -> Value {
                 "blocked_total": a.counters.blocked.load(std::sync::atomic::Ordering::Relaxed),
                 "dry_run_total": a.counters.dry_run.load(std::sync::atomic::Ordering::Relaxed),
                 "pending": a.pending().len(),
+                "exempt_total": a.counters.exempt.load(std::sync::atomic::Ordering::Relaxed),
+                "cycles": a.counters.cycles.load(std::sync::atomic::Ordering::Relaxed),
             })
         }
         None => json!({ "active": false, "reason": "the firewall engine is not running" }),

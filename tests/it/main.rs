@@ -23,4 +23,5 @@ mod persist;
 mod quarantine;
 mod reload;
 mod server;
+mod threat;
 mod watcher;
