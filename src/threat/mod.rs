@@ -38,6 +38,9 @@ pub mod sources;
 pub mod undo;
 pub mod verdict;
 
+#[cfg(test)]
+mod tests;
+
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
