@@ -20,10 +20,11 @@
 //! - Every key of `[threat]`, `[reputation]` and the auto-block keys of `[auto_response]`
 //!   applies live ([`Threat::reconfigure`]).
 //!
-//! Threads: `threat-persist` (events and records to the store every 500 ms, old events
-//! pruned hourly), `threat-maint` (digest, quota and feed conditions every 5 s, cache purge
-//! hourly), `threat-feeds` (feed downloads, every 30 s when due), `threat-autoblock`, and the
-//! lookup pool `threat-lookup-*` while a remote source is configured.
+//! Threads: `threat-persist` (events and records to the store every 500 ms, full batches
+//! back to back, old events pruned hourly), `threat-maint` (digest, quota and feed
+//! conditions every 5 s, cache purge hourly), `threat-feeds` (feed downloads, every 30 s
+//! when due), `threat-autoblock`, and the lookup pool `threat-lookup-*` while a remote
+//! source is configured.
 
 pub mod actions;
 pub mod autoblock;
@@ -65,6 +66,9 @@ pub const EVENTS_ROW: &str = "attackdb.events";
 pub const RECORDS_ROW: &str = "attackdb.records";
 /// Events and records written per store transaction at most.
 const PERSIST_BATCH: usize = 20_000;
+/// Full batches written per tick of the persistence thread at most (then the stop flag
+/// and pruning get their turn).
+const FLUSH_TURN: usize = 50;
 
 /// Why the subsystem could not start.
 #[derive(Debug)]
@@ -333,7 +337,13 @@ impl Threat {
         };
         let mut th = self.threads.lock();
         th.push(spawn("threat-persist", Duration::from_millis(500), |t| {
-            t.flush();
+            // Full batches follow each other at once (an attack of more than 40,000
+            // events a second never waits on the tick); a partial one ends the turn.
+            for _ in 0..FLUSH_TURN {
+                if t.stop.load(Ordering::SeqCst) || !t.flush_full() {
+                    break;
+                }
+            }
             t.prune_if_due();
         })?);
         th.push(spawn(
@@ -417,10 +427,22 @@ impl Threat {
 
     /// Writes one batch of waiting events and records; true when it wrote something.
     pub fn flush(&self) -> bool {
+        self.flush_batch().is_some()
+    }
+
+    /// Writes one batch; true when it was full (more may be waiting).
+    fn flush_full(&self) -> bool {
+        self.flush_batch().is_some_and(|full| full)
+    }
+
+    /// Writes one batch: `None` when nothing waited or the store failed, else whether the
+    /// batch was full.
+    fn flush_batch(&self) -> Option<bool> {
         let mut b = self.db.take_batch(PERSIST_BATCH);
         if b.is_empty() {
-            return false;
+            return None;
         }
+        let full = b.events.len() >= PERSIST_BATCH || b.records.len() >= PERSIST_BATCH;
         let events = std::mem::take(&mut b.events);
         let n_events = events.len() as u64;
         let records = std::mem::take(&mut b.records);
@@ -437,7 +459,7 @@ impl Threat {
                     .fetch_add(n_events, Ordering::Relaxed);
                 self.records_row.health().note_progress();
                 self.records_row.health().state_io_ok();
-                true
+                Some(full)
             }
             Err(e) => {
                 self.persist.write_failures.fetch_add(1, Ordering::Relaxed);
@@ -449,7 +471,7 @@ impl Threat {
                 );
                 self.records_row.health().note_retry_failed();
                 self.db.requeue(b);
-                false
+                None
             }
         }
     }

@@ -137,6 +137,11 @@ impl FeedSet {
         (names, best)
     }
 
+    /// Puts a loaded list under `name` (the refresher's way in; benchmarks and tests).
+    pub fn insert(&self, name: &str, l: Loaded) {
+        self.feeds.write().insert(name.to_string(), l);
+    }
+
     pub fn snapshot(&self) -> Vec<(String, Loaded)> {
         let mut v: Vec<(String, Loaded)> = self
             .feeds
