@@ -294,3 +294,127 @@ impl Digest {
             .map(|_| (st.records.len(), st.outbox.len()))
     }
 }
+
+#[cfg(test)]
+#[allow(dead_code)]
+#[path = "../../tests/it/common/mmdb.rs"]
+mod mmdb;
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::TcpListener;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::config::alerts::{AlertsConfig, WebhookConfig};
+    use crate::store::Store;
+
+    /// A loopback webhook receiver: each POST body goes to the channel, answered 200.
+    fn receiver() -> (String, std::sync::mpsc::Receiver<Vec<u8>>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/hook", l.local_addr().unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for s in l.incoming().flatten() {
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut len = 0usize;
+                loop {
+                    let mut h = String::new();
+                    if r.read_line(&mut h).map_or(true, |n| n == 0) || h == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0; len];
+                if r.read_exact(&mut body).is_err() {
+                    continue;
+                }
+                let mut s = s;
+                let _ = s.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+                if tx.send(body).is_err() {
+                    return;
+                }
+            }
+        });
+        (url, rx)
+    }
+
+    #[test]
+    fn watched_country_blocks_are_summarised_per_interval_and_bounded() {
+        let dir = std::env::temp_dir().join(format!("svc-threat-digest-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let city = dir.join("city.mmdb");
+        std::fs::write(
+            &city,
+            mmdb::build(
+                6,
+                "GeoLite2-City",
+                &[(
+                    "203.0.113.0".parse().unwrap(),
+                    24,
+                    mmdb::city_record("AU", "Australia", "Sydney"),
+                )],
+            ),
+        )
+        .unwrap();
+        let geoip = Arc::new(crate::geoip::GeoIp::from_paths(Some(&city), None).unwrap());
+        let store = Store::open(&dir.join("svc.db")).unwrap();
+        let clock = ManualClock::at_epoch_2026();
+        let registry = Registry::new();
+        let (url, rx) = receiver();
+        let alerts = Alerts::start(
+            &AlertsConfig {
+                webhook: Some(WebhookConfig {
+                    url,
+                    timeout_seconds: 5,
+                    max_attempts: 3,
+                }),
+                ..AlertsConfig::default()
+            },
+            clock.clone(),
+            store.clone(),
+            &registry,
+        )
+        .unwrap();
+        let d = Digest::new(clock.clone(), &registry, alerts.clone(), Some(geoip));
+        // Inactive without watched countries: no rows, nothing kept.
+        d.configure(&[], 1);
+        assert_eq!(d.status(), None);
+        d.configure(&["AU".to_string()], 1);
+        assert_eq!(d.status(), Some((0, 0)));
+        let watched: IpAddr = "203.0.113.7".parse().unwrap();
+        let other: IpAddr = "198.51.100.7".parse().unwrap();
+        d.note(watched, "auto: ssh_bruteforce", "auto", None, false);
+        d.note(other, "auto: ssh_bruteforce", "auto", None, false);
+        assert_eq!(d.status(), Some((1, 0)), "only the watched country");
+        // Not due yet.
+        d.tick();
+        assert!(rx.try_recv().is_err());
+        clock.advance_secs(61);
+        d.tick();
+        let body = rx.recv_timeout(Duration::from_secs(10)).expect("a digest");
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["type"], "block_digest");
+        assert_eq!(v["total"], 1);
+        assert_eq!(v["by_country"]["AU"], 1);
+        assert_eq!(v["items"][0]["ip"], "203.0.113.7");
+        assert_eq!(v["items"][0]["permanent"], true);
+        assert_eq!(d.status(), Some((0, 0)));
+        // 5,000 records at most; the oldest go first.
+        for i in 0..(RECORDS_CAPACITY + 10) {
+            let ip = IpAddr::from([203, 0, 113, (i % 250) as u8]);
+            d.note(ip, "operator", "operator", None, false);
+        }
+        assert_eq!(d.status(), Some((RECORDS_CAPACITY, 0)));
+        alerts.shutdown(Duration::from_secs(1));
+        store.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
