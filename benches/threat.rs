@@ -31,7 +31,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use svc::clock::{Clock, SharedClock, SystemClock};
+use svc::clock::{SharedClock, SystemClock};
 use svc::config::firewall::FirewallConfig;
 use svc::config::threat::{RdapConfig, ReputationConfig, ThreatConfig, UpstreamConfig};
 use svc::findings::evidence::AttackKind;

@@ -296,11 +296,6 @@ impl Digest {
 }
 
 #[cfg(test)]
-#[allow(dead_code)]
-#[path = "../../tests/it/common/mmdb.rs"]
-mod mmdb;
-
-#[cfg(test)]
 mod tests {
     use std::io::{BufRead, BufReader, Read, Write};
     use std::net::TcpListener;
@@ -309,6 +304,7 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use crate::config::alerts::{AlertsConfig, WebhookConfig};
+    use crate::geoip::mmdb;
     use crate::store::Store;
 
     /// A loopback webhook receiver: each POST body goes to the channel, answered 200.
