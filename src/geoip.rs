@@ -221,7 +221,7 @@ impl GeoIp {
 #[cfg(test)]
 #[allow(dead_code)]
 #[path = "../tests/it/common/mmdb.rs"]
-mod mmdb;
+pub(crate) mod mmdb;
 
 #[cfg(test)]
 mod tests {

@@ -37,6 +37,7 @@ pub mod store;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod text;
+pub mod threat;
 pub mod timefmt;
 pub mod waf;
 pub mod watch;

@@ -270,6 +270,17 @@ impl Alerts {
         }
     }
 
+    /// Spools a notification another subsystem built (the threat block digest), outside
+    /// the alert budget (the caller bounds its own rate). False when no notifier is
+    /// configured or the spool refused it.
+    pub fn notify(&self, body: Vec<u8>, describe: String) -> bool {
+        let notifier = self.notifier.read().clone();
+        match notifier {
+            Some(hook) => hook.enqueue(Notification { body, describe }),
+            None => false,
+        }
+    }
+
     fn send(&self, n: Notification) {
         let notifier = self.notifier.read().clone();
         let Some(hook) = notifier else { return };

@@ -26,6 +26,9 @@ pub const CAPABILITIES: &[&str] = &[
     "status.queue_health.v1",
     // Durable webhook spool, replayed after a restart (alerts/spool.rs, `panel.spool`).
     "webhook.panel.v1",
+    // Undo of threat changes: `undo_token`, `/api/v1/undo/pending`, `/api/v1/undo/run`
+    // (threat/undo.rs, api/undo.rs).
+    "webui.undo.v1",
 ];
 
 /// Every identifier the specification names (Versioning 2). A capability outside this

@@ -32,6 +32,8 @@ pub mod sessions;
 mod status;
 pub mod suppressions;
 mod waf;
+mod threat;
+mod undo;
 
 use std::sync::{Arc, OnceLock};
 
@@ -71,12 +73,15 @@ pub struct Services {
     pub mail: Arc<crate::mail::MailAv>,
     /// The WAF integration (log collector, escalation exclusions, rule registry).
     pub waf: Arc<crate::waf::service::WafService>,
+    /// Threat intelligence: attack database, verdicts, automatic blocks, undo.
+    pub threat: Arc<crate::threat::Threat>,
 }
 
 pub use firewall::control as firewall_control;
 pub use mail::control as mail_control;
 pub use router::{Access, Route, ROUTES};
 pub use waf::control as waf_control;
+pub use threat::control as threat_control;
 
 /// Facts about this daemon process, fixed at start (binary hash filled in once computed).
 pub struct Runtime {

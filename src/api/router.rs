@@ -266,6 +266,73 @@ pub static ROUTES: &[Route] = &[
         action: "waf.rules.escalation",
     },
     // -- end WAF --
+    // -- threat (threat.rs, undo.rs): statistics read scope; detail and changes admin --
+    get!("/api/v1/threat/stats", Access::Read, super::threat::stats),
+    get!(
+        "/api/v1/threat/top-attackers",
+        Access::Read,
+        super::threat::top_attackers
+    ),
+    get!(
+        "/api/v1/threat/db-stats",
+        Access::Read,
+        super::threat::db_stats
+    ),
+    get!("/api/v1/threat/ip", Access::Admin, super::threat::ip),
+    get!(
+        "/api/v1/threat/events",
+        Access::Admin,
+        super::threat::events
+    ),
+    get!(
+        "/api/v1/threat/whitelist",
+        Access::Admin,
+        super::threat::whitelist
+    ),
+    Route {
+        path: "/api/v1/threat/block-ip",
+        methods: &[("POST", super::threat::block_ip)],
+        access: Access::Admin,
+        action: "threat.block_ip",
+    },
+    Route {
+        path: "/api/v1/threat/block-ip-permanent",
+        methods: &[("POST", super::threat::block_ip_permanent)],
+        access: Access::Admin,
+        action: "threat.block_ip_permanent",
+    },
+    Route {
+        path: "/api/v1/threat/whitelist-ip",
+        methods: &[("POST", super::threat::whitelist_ip)],
+        access: Access::Admin,
+        action: "threat.whitelist_ip",
+    },
+    Route {
+        path: "/api/v1/threat/temp-whitelist-ip",
+        methods: &[("POST", super::threat::temp_whitelist_ip)],
+        access: Access::Admin,
+        action: "threat.temp_whitelist_ip",
+    },
+    Route {
+        path: "/api/v1/threat/unwhitelist-ip",
+        methods: &[("POST", super::threat::unwhitelist_ip)],
+        access: Access::Admin,
+        action: "threat.unwhitelist_ip",
+    },
+    Route {
+        path: "/api/v1/threat/clear-ip",
+        methods: &[("POST", super::threat::clear_ip)],
+        access: Access::Admin,
+        action: "threat.clear_ip",
+    },
+    get!("/api/v1/undo/pending", Access::Admin, super::undo::pending),
+    Route {
+        path: "/api/v1/undo/run",
+        methods: &[("POST", super::undo::run)],
+        access: Access::Admin,
+        action: "undo.run",
+    },
+    // -- end threat --
     Route {
         path: "/api/v1/sessions",
         methods: &[

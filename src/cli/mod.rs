@@ -7,6 +7,7 @@ pub mod firewall;
 pub mod mail;
 pub mod reload;
 pub mod status;
+pub mod threat;
 pub mod validate;
 pub mod waf;
 
@@ -102,6 +103,11 @@ pub static SUBCOMMANDS: &[Subcommand] = &[
         name: "waf",
         summary: "the ModSecurity integration: install-rules, stats, rules, escalation, apply (`svc waf --help`)",
         flags: waf::FLAGS,
+    },
+    Subcommand {
+        name: "threat",
+        summary: "threat intelligence: lookup, block, whitelist, clear, stats, undo (`svc threat --help`)",
+        flags: threat::FLAGS,
     },
     Subcommand {
         name: "version",
@@ -226,6 +232,9 @@ pub fn main(args: Vec<OsString>) -> i32 {
     }
     if cmd.name == "waf" {
         return waf::run(args.collect());
+    }
+    if cmd.name == "threat" {
+        return threat::run(args.collect());
     }
     let flags = match parse_flags(cmd, args.collect()) {
         Ok(f) => f,

@@ -15,6 +15,7 @@ mod merge;
 pub mod migrate;
 mod reader;
 pub mod waf;
+pub mod threat;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -262,6 +263,10 @@ pub struct Config {
     pub mail: mail::MailConfig,
     /// `[waf]`: the ModSecurity integration.
     pub waf: waf::WafConfig,
+    /// `[threat]` and the auto-block keys of `[auto_response]`.
+    pub threat: threat::ThreatConfig,
+    /// `[reputation]`: verdict sources beyond the local attack database.
+    pub reputation: threat::ReputationConfig,
 }
 
 impl Config {
@@ -366,7 +371,10 @@ pub fn from_table(
     }
 
     let webui = read_webui(&mut r, &mut errs);
-    let engine = read_engine(&mut r, &mut errs);
+    let mut threat = threat::ThreatConfig::default();
+    let engine = read_engine(&mut r, &mut errs, &mut threat);
+    threat::read_threat(&mut r, &mut errs, &mut threat);
+    let reputation = threat::read_reputation(&mut r, &mut errs);
     let geoip = geoip::read(&mut r, &mut errs);
     let alerts = alerts::read(&mut r, &mut errs);
     let firewall = firewall::read(&mut r, &mut errs);
@@ -391,6 +399,8 @@ pub fn from_table(
         firewall,
         mail,
         waf,
+        threat,
+        reputation,
     })
 }
 
@@ -531,7 +541,11 @@ fn absolute_paths(list: Vec<String>, key: &str, errs: &mut Errors) -> Vec<PathBu
     out
 }
 
-fn read_engine(root: &mut TableReader<'_>, errs: &mut Errors) -> Engine {
+fn read_engine(
+    root: &mut TableReader<'_>,
+    errs: &mut Errors,
+    threat: &mut threat::ThreatConfig,
+) -> Engine {
     let d = Engine::default();
     let mut logs = root.table("logs", errs);
     let auth = logs.string_list("auth", &["/var/log/auth.log", "/var/log/secure"], errs);
@@ -577,6 +591,7 @@ fn read_engine(root: &mut TableReader<'_>, errs: &mut Errors) -> Engine {
     let mut ar = root.table("auto_response", errs);
     let auto_quarantine = ar.bool("quarantine", false, errs);
     let auto_dry_run = ar.bool("dry_run", true, errs);
+    threat::read_auto_response(&mut ar, errs, threat);
     ar.finish(errs);
 
     let mut ck = root.table("checks", errs);

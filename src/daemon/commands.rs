@@ -79,6 +79,11 @@ pub static COMMANDS: &[Command] = &[
         summary: "svc waf: stats, rules, escalation, apply",
         run: |c, name, args| crate::api::waf_control(&c.app, name, args),
     },
+    Command {
+        name: "threat.*",
+        summary: "svc threat: lookup, block, whitelist, clear, stats, undo",
+        run: |c, name, args| crate::api::threat_control(&c.app, name, args),
+    },
     #[cfg(feature = "bench")]
     Command {
         name: "bench.inject",

@@ -2,9 +2,11 @@
 //!
 //! Startup order: configuration (with legacy migration), state directory, store and its
 //! migrations, end leftover sessions, TLS (certificate made or loaded), the findings engine,
-//! suppressions, incidents (restored from the store), firewall, scan jobs, collectors, event
-//! bus and alerts (listeners of the engine; the alert spool replays what was left), engine
-//! start, HTTP listener, control socket. SIGHUP reloads the configuration (see [`reload`]).
+//! suppressions, incidents (restored from the store), firewall, mail antivirus, WAF,
+//! mail-log reader, scan jobs, collectors, event bus and alerts (listeners of the engine;
+//! the alert spool replays what was left), threat intelligence (attack database loaded, a
+//! listener of the engine), engine start, HTTP listener, control socket. SIGHUP reloads the
+//! configuration (see [`reload`]).
 //! SIGTERM or SIGINT end event streams, stop the HTTP server and the control socket, stop
 //! the collectors and the engine, flush incident snapshots, stop the alert notifier, drain
 //! the store writer and exit 0.
@@ -223,6 +225,24 @@ pub fn run(opts: Options) -> Result<(), String> {
     let alerts =
         crate::alerts::Alerts::start(&cfg.alerts, clock.clone(), store.clone(), &registry)?;
     engine.subscribe(alerts.listener());
+    let threat = {
+        let weak = Arc::downgrade(&engine);
+        crate::threat::Threat::start(
+            crate::threat::Deps {
+                clock: clock.clone(),
+                store: store.clone(),
+                registry: registry.clone(),
+                firewall: firewall.clone(),
+                geoip: geoip.clone(),
+                alerts: alerts.clone(),
+                submit: Arc::new(move |item| weak.upgrade().is_some_and(|e| e.submit_item(item))),
+            },
+            &cfg.threat,
+            &cfg.reputation,
+        )
+        .map_err(|e| e.to_string())?
+    };
+    engine.subscribe(threat.listener());
     engine.start()?;
     mail.start().map_err(|e| format!("mail antivirus: {e}"))?;
     let minutes = |m: u64| (m > 0).then(|| std::time::Duration::from_secs(m * 60));
@@ -245,6 +265,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         firewall: firewall.clone(),
         mail: mail.clone(),
         waf: waf.clone(),
+        threat: threat.clone(),
     };
     let app = Arc::new(App::new(cfg.clone(), clock, store.clone(), services));
     {
@@ -321,6 +342,8 @@ pub fn run(opts: Options) -> Result<(), String> {
     jobs.shutdown(std::time::Duration::from_secs(3));
     mail.stop();
     engine.shutdown();
+    // After the last finding: events written, automatic blocking stopped.
+    threat.shutdown();
     firewall.shutdown();
     // After the last finding: the final snapshot flush.
     incidents.shutdown();

@@ -156,6 +156,17 @@ pub static SECTIONS: &[Section] = &[
         },
     },
     Section {
+        name: "threat",
+        changed: |a, b| (&a.threat, &a.reputation) != (&b.threat, &b.reputation),
+        apply: |h, c, _| {
+            h.app
+                .services
+                .threat
+                .reconfigure(&c.threat, &c.reputation)
+                .map_err(|e| format!("threat: {e}"))
+        },
+    },
+    Section {
         name: "files",
         changed: |a, b| {
             (
@@ -543,6 +554,40 @@ mod tests {
             (
                 "[alerts.webhook]\nurl = \"https://h.example.com/x\"\n",
                 &["alerts"],
+            ),
+            ("[threat]\nmax_records = 5000\n", &["threat"]),
+            ("[threat]\nhalf_life_hours = 24\n", &["threat"]),
+            ("[threat]\nverdict_deadline_ms = 500\n", &["threat"]),
+            ("[threat]\nevent_retention_days = 7\n", &["threat"]),
+            ("[threat]\nmax_events = 5000\n", &["threat"]),
+            ("[threat]\nwatched_countries = [\"CN\"]\n", &["threat"]),
+            ("[threat]\nwatched_country_score = 5\n", &["threat"]),
+            ("[threat]\ndigest_interval_minutes = 5\n", &["threat"]),
+            ("[threat]\nundo_minutes = 5\n", &["threat"]),
+            ("[threat.weights]\nupstream = 10\n", &["threat"]),
+            ("[auto_response]\nblock = false\n", &["threat"]),
+            ("[auto_response]\nblock_score = 50\n", &["threat"]),
+            ("[auto_response]\nmax_blocks_per_hour = 5\n", &["threat"]),
+            ("[auto_response]\nblock_hours = 2\n", &["threat"]),
+            ("[reputation]\nca_file = \"/ca.pem\"\n", &["threat"]),
+            ("[reputation]\ntimeout_seconds = 3\n", &["threat"]),
+            ("[reputation]\nipfeed_key = \"k\"\n", &["threat"]),
+            (
+                "[reputation]\nipfeed_key = \"k\"\nipfeed_daily_quota = 5\nipfeed_cache_hours = 2\nipfeed_max_per_scan = 1\nipfeed_url = \"https://f.example.com/x\"\n",
+                &["threat"],
+            ),
+            (
+                "[reputation.spamfilter]\nurl = \"http://127.0.0.1:11334\"\ntoken_env = \"PW\"\n",
+                &["threat"],
+            ),
+            (
+                "[reputation.upstream]\nurl = \"https://u.example.com/s\"\ncache_ttl_min = 5\n",
+                &["threat"],
+            ),
+            ("[reputation.rdap]\nenabled = true\n", &["threat"]),
+            (
+                "[[reputation.feeds]]\nname = \"drop\"\nurl = \"https://f.example.com/drop.txt\"\n",
+                &["threat"],
             ),
         ];
         for (text, want) in cases {

@@ -46,7 +46,8 @@ pub mod types;
 use std::sync::Arc;
 
 pub use engine::{
-    Actor, AllowOutcome, BlockItem, CheckResult, Firewall, FirewallError, Listed, Outcome, Refusal,
+    Actor, AllowOutcome, BlockItem, CheckResult, Firewall, FirewallError, Listed, Outcome,
+    PriorBlock, Refusal,
 };
 pub use net::Net;
 

@@ -18,6 +18,7 @@ mod schema;
 pub mod spool;
 pub mod suppressions;
 pub mod waf;
+pub mod threat;
 
 use std::any::Any;
 use std::path::{Path, PathBuf};

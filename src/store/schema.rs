@@ -413,6 +413,74 @@ const MIGRATIONS: &[&str] = &[
         failed_reason TEXT,
         retry_after INTEGER
     ) WITHOUT ROWID;",
+    // 13: threat intelligence (see store/threat.rs): per-address attack records and their
+    // events, cached answers of remote verdict sources, durable auto-block retries, undo
+    // entries of operator changes, downloaded threat-feed entries.
+    "CREATE TABLE attack_records (
+        ip TEXT PRIMARY KEY,
+        first_seen INTEGER NOT NULL,
+        last_seen INTEGER NOT NULL,
+        n_brute_force INTEGER NOT NULL DEFAULT 0,
+        n_webshell_upload INTEGER NOT NULL DEFAULT 0,
+        n_phishing INTEGER NOT NULL DEFAULT 0,
+        n_command_and_control INTEGER NOT NULL DEFAULT 0,
+        n_waf_block INTEGER NOT NULL DEFAULT 0,
+        n_auth_success INTEGER NOT NULL DEFAULT 0,
+        n_file_upload INTEGER NOT NULL DEFAULT 0,
+        accounts TEXT NOT NULL DEFAULT '',
+        accounts_more INTEGER NOT NULL DEFAULT 0,
+        score REAL NOT NULL DEFAULT 0,
+        score_at INTEGER NOT NULL DEFAULT 0,
+        scoring INTEGER NOT NULL DEFAULT 1,
+        evidence INTEGER NOT NULL DEFAULT 0,
+        evidence_until INTEGER NOT NULL DEFAULT 0
+    ) WITHOUT ROWID;
+    CREATE INDEX attack_records_last_seen ON attack_records(last_seen);
+    CREATE TABLE attack_events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at INTEGER NOT NULL,
+        ip TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        severity INTEGER NOT NULL,
+        check_name TEXT NOT NULL,
+        account TEXT,
+        message TEXT NOT NULL
+    );
+    CREATE INDEX attack_events_ip_at ON attack_events(ip, at);
+    CREATE INDEX attack_events_at ON attack_events(at);
+    CREATE TABLE threat_cache (
+        source TEXT NOT NULL,
+        ip TEXT NOT NULL,
+        fetched INTEGER NOT NULL,
+        expires INTEGER NOT NULL,
+        score INTEGER,
+        reason TEXT NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (source, ip)
+    ) WITHOUT ROWID;
+    CREATE TABLE auto_block_pending (
+        ip TEXT PRIMARY KEY,
+        reason TEXT NOT NULL,
+        created INTEGER NOT NULL,
+        expires INTEGER NOT NULL,
+        attempts INTEGER NOT NULL,
+        next_at INTEGER NOT NULL,
+        last_error TEXT NOT NULL
+    );
+    CREATE TABLE threat_undo (
+        token_hash TEXT PRIMARY KEY,
+        caller TEXT NOT NULL,
+        action TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        created INTEGER NOT NULL,
+        expires INTEGER NOT NULL,
+        body TEXT NOT NULL
+    );
+    CREATE TABLE threat_feed_entries (
+        feed TEXT NOT NULL,
+        net TEXT NOT NULL,
+        PRIMARY KEY (feed, net)
+    ) WITHOUT ROWID;",
 ];
 
 /// Applies pending migrations.

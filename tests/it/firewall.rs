@@ -88,7 +88,7 @@ impl Drop for Ns {
 }
 
 /// The two namespaces joined by a veth pair, and a TCP listener on srv port 8080.
-struct Net {
+pub(crate) struct Net {
     srv: Ns,
     peer: Ns,
     stop: Arc<AtomicBool>,
@@ -149,7 +149,7 @@ fn setup(tag: &str) -> Result<Net, String> {
 }
 
 /// The namespaces, or `None` after printing why (a failure under `CI=true`).
-fn require(tag: &str) -> Option<Net> {
+pub(crate) fn require(tag: &str) -> Option<Net> {
     match setup(tag) {
         Ok(n) => Some(n),
         Err(why) => {
@@ -170,7 +170,7 @@ impl Drop for Net {
 
 impl Net {
     /// Whether a TCP connection from peer to `dst` port 8080 opens within a second.
-    fn connects(&self, dst: &str) -> bool {
+    pub(crate) fn connects(&self, dst: &str) -> bool {
         let peer = self.peer.name.clone();
         let addr: SocketAddr = format!("{dst}:{PORT}").parse().unwrap();
         std::thread::spawn(move || {
@@ -203,7 +203,7 @@ impl Net {
 
     /// Starts the daemon inside srv with the firewall on and `extra` `[firewall]` keys.
     /// The calling thread stays in srv so it can reach the daemon's loopback listener.
-    fn daemon(&self, tag: &str, firewall: &str, more: &str) -> Daemon {
+    pub(crate) fn daemon(&self, tag: &str, firewall: &str, more: &str) -> Daemon {
         self.srv.enter();
         let dir = temp_dir(tag);
         let state = dir.join("state");
@@ -216,12 +216,12 @@ impl Net {
         Daemon::start_with(dir, config, state, &[])
     }
 
-    fn set(&self, name: &str) -> String {
+    pub(crate) fn set(&self, name: &str) -> String {
         self.srv.nft(&["list", "set", "inet", "svc", name])
     }
 }
 
-fn post(d: &Daemon, path: &str, token: &str, body: Value) -> Resp {
+pub(crate) fn post(d: &Daemon, path: &str, token: &str, body: Value) -> Resp {
     let auth = format!("Bearer {token}");
     d.req(
         "POST",

@@ -28,4 +28,5 @@ mod quarantine;
 mod reload;
 mod server;
 mod waf;
+mod threat;
 mod watcher;

@@ -9,7 +9,7 @@ use super::*;
 
 impl Firewall {
     /// Why `net` may not be blocked by `actor`, if it may not.
-    fn refusal(
+    pub(super) fn refusal(
         &self,
         net: &Net,
         actor: &Actor,

@@ -34,8 +34,10 @@ use super::state::{Entry, NetMap, Tables, PERMANENT};
 
 mod changes;
 mod reads;
+mod restore;
 mod settings;
 pub use super::types::*;
+pub use restore::PriorBlock;
 
 /// Queue row of addresses awaiting re-assertion after the table was lost.
 pub const CLEANUP_ROW: &str = "auto_block.cleanup";
