@@ -17,6 +17,8 @@ pub fn fix_for(check: &str) -> &'static str {
         "suspicious_cron" => "Remove the cron entry unless someone on the host created it on purpose, and find the process or account that wrote it.",
         "world_writable_php" => "Remove write permission for others (chmod o-w) and keep site files owned by the site's account, not writable by the web server.",
         "suid_unexpected" => "Remove the set-user-ID and set-group-ID bits (chmod u-s,g-s), or the file itself, unless a trusted package installed it.",
+        "waf_status" => "Install and load ModSecurity with the hint in the details (or the panel's security centre), turn the engine back on for the scopes named, update stale rule sets, and fix the web-server reload so rule changes load.",
+        "modsec_block_escalation" => "Block the address (offered as block_ip; the daemon blocks it automatically unless auto_response.dry_run is on), and check the WAF events of the rules and URIs named for what it was after.",
         "ssh_bruteforce" | "pam_bruteforce" => "Block the address (offered as block_ip), keep password logins disabled for exposed accounts, and check the log for a successful login from it.",
         c if c.starts_with("hardening_") => "Change the setting the finding names to the value the hardening report recommends, then run the audit again.",
         _ => GENERIC_FIX,

@@ -201,6 +201,15 @@ fn stats_value(app: &App) -> Answer {
                 "escalations_total": c.escalations.load(Ordering::Relaxed),
                 "evicted_addresses_total": c.evicted.load(Ordering::Relaxed),
             },
+            "engines": crate::waf::detect::engines(std::path::Path::new("/")),
+            "stale_rules": crate::waf::detect::stale_trees(
+                std::path::Path::new("/"),
+                std::time::SystemTime::now(),
+                cfg.rules_stale_days,
+            )
+            .into_iter()
+            .map(|(tree, days)| json!({"tree": tree, "age_days": days}))
+            .collect::<Vec<_>>(),
             "rules_loaded": waf.registry.current().len(),
             "svc_rules": crate::waf::registry::shipped().len(),
             "denies_24h": s.denies,

@@ -417,6 +417,11 @@ fn exim_spool_is_scanned_quarantined_and_released_across_filesystems() {
         "application/zip",
         &zip_bomb(),
     ));
+    // Outbound (submitted locally) with credentials in a quoted-printable part.
+    let creds = exim.inject(&message(
+        "creds",
+        "Content-Type: text/plain\nContent-Transfer-Encoding: quoted-printable\n\nNew account=\n\nUsername: bob\nPass=\nword: hunter22=3D\nsee http://203.0.113.9/login\n",
+    ));
     let infected = [&plain, &zipped, &targz, &malformed, &nested];
     let before: Vec<_> = infected
         .iter()
@@ -438,9 +443,9 @@ fn exim_spool_is_scanned_quarantined_and_released_across_filesystems() {
         (q.iter().filter(|e| e["state"] == "quarantined").count() >= 5).then_some(q)
     });
     // Scanning the other two (clean, bomb) finishes too.
-    let stats = wait_until(60, "seven messages scanned", || {
+    let stats = wait_until(60, "eight messages scanned", || {
         let s = d.get("/api/v1/email/stats", READ).expect(200).json();
-        (s["scanned"].as_u64() >= Some(7)).then_some(s)
+        (s["scanned"].as_u64() >= Some(8)).then_some(s)
     });
     assert_eq!(items.len(), 5, "{items:#?}");
     assert_eq!(stats["infected"], 5, "{stats}");
@@ -507,6 +512,28 @@ fn exim_spool_is_scanned_quarantined_and_released_across_filesystems() {
             && f["details"].as_str().unwrap().contains(bomb.as_str())),
         "{fs:#?}"
     );
+    let content: Vec<&Value> = fs
+        .iter()
+        .filter(|f| f["check"] == "email_content")
+        .collect();
+    assert!(
+        content
+            .iter()
+            .any(|f| f["severity"] == "HIGH"
+                && f["details"].as_str().unwrap().contains(creds.as_str())),
+        "{content:#?}"
+    );
+    assert!(
+        content
+            .iter()
+            .any(|f| f["details"].as_str().unwrap().contains("203.0.113.9")),
+        "{content:#?}"
+    );
+    assert!(
+        !format!("{content:?}").contains("hunter22"),
+        "the secret is never reported"
+    );
+    assert!(exim.file(&creds, "-H").exists());
     assert!(fs.iter().any(|f| f["check"] == "email_malware"
         && f["details"].as_str().unwrap().contains("rcpt@example.org")));
 

@@ -314,6 +314,10 @@ fn apache_modsecurity_rules_events_escalation_and_apply() {
     assert_eq!(s["denies_24h"].as_u64(), Some(denied), "{s}");
     assert_eq!(s["top_ips"][0]["ip"], "127.0.0.1");
     assert_eq!(s["collector"]["running"], true);
+    assert!(
+        s["engines"].is_array() && s["stale_rules"].is_array(),
+        "{s}"
+    );
 
     // Rules: admin scope; escalation off for 900112.
     d.get("/api/v1/waf/rules", READ).expect(403);
