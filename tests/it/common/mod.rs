@@ -458,10 +458,14 @@ impl Client {
     }
 
     /// Reads whatever arrives until `pred` holds on the accumulated text (streams).
+    /// Gives up after [`READ_UNTIL_LIMIT`] even while bytes keep arriving (a stream's
+    /// keep-alive comments would otherwise hold a failing test forever); the caller's
+    /// assertions then report what did arrive.
     pub fn read_until(&mut self, pred: impl Fn(&str) -> bool) -> String {
+        let started = Instant::now();
         loop {
             let text = String::from_utf8_lossy(&self.buf).into_owned();
-            if pred(&text) {
+            if pred(&text) || started.elapsed() > READ_UNTIL_LIMIT {
                 return text;
             }
             if self.fill() == 0 {
@@ -470,6 +474,9 @@ impl Client {
         }
     }
 }
+
+/// Longest [`Client::read_until`] waits for its predicate.
+pub const READ_UNTIL_LIMIT: Duration = Duration::from_secs(180);
 
 /// Logs in with a token; returns (cookie value, csrf token).
 pub fn login(d: &Daemon, token: &str) -> (String, String) {
