@@ -89,6 +89,8 @@ pub struct LedgerStats {
 }
 
 struct Pending {
+    /// Insertion number, matched against [`Ledger::order`] entries (stale ones skipped).
+    seq: u64,
     key: String,
     at: i64,
     sender: Option<String>,
@@ -108,7 +110,9 @@ pub struct Ledger {
     tz: TimeZone,
     settings: LedgerSettings,
     pending: HashMap<String, Pending>,
-    order: VecDeque<String>,
+    /// (queue id, seq) in arrival order; entries of completed messages are skipped lazily.
+    order: VecDeque<(String, u64)>,
+    seq: u64,
     /// account -> (hour start micros, messages, reported)
     hourly: HashMap<String, (i64, u32, bool)>,
     /// (account, domain, hour) already reported as relay abuse.
@@ -161,6 +165,7 @@ impl Ledger {
             settings,
             pending: HashMap::new(),
             order: VecDeque::new(),
+            seq: 0,
             hourly: HashMap::new(),
             mismatch_reported: HashSet::new(),
             forwards: HashSet::new(),
@@ -350,10 +355,12 @@ impl Ledger {
             }
             MailEvent::Completed { queue_id } => {
                 let id = norm(queue_id);
-                if self.pending.remove(&id).is_some() {
-                    if let Some(i) = self.order.iter().position(|x| *x == id) {
-                        self.order.remove(i);
-                    }
+                self.pending.remove(&id);
+                // Stale order entries are skipped at eviction; keep the list bounded.
+                if self.order.len() > 2 * MAX_PENDING {
+                    let pending = &self.pending;
+                    self.order
+                        .retain(|(id, seq)| pending.get(id).is_some_and(|p| p.seq == *seq));
                 }
             }
             MailEvent::AuthFailed { client, user } => {
@@ -392,15 +399,20 @@ impl Ledger {
     fn pending_entry(&mut self, mta: &str, id: &str, at: i64) -> &mut Pending {
         if !self.pending.contains_key(id) {
             if self.pending.len() >= MAX_PENDING {
-                if let Some(old) = self.order.pop_front() {
-                    self.pending.remove(&old);
-                    self.stats.pending_evicted += 1;
+                while let Some((old, seq)) = self.order.pop_front() {
+                    if self.pending.get(&old).is_some_and(|p| p.seq == seq) {
+                        self.pending.remove(&old);
+                        self.stats.pending_evicted += 1;
+                        break;
+                    }
                 }
             }
-            self.order.push_back(id.to_string());
+            self.seq += 1;
+            self.order.push_back((id.to_string(), self.seq));
             self.pending.insert(
                 id.to_string(),
                 Pending {
+                    seq: self.seq,
                     key: format!("{mta}:{id}:{at}"),
                     at,
                     sender: None,
