@@ -51,7 +51,7 @@ pub static ROUTES: &[Route] = &[
     get!("/api/v1/components", Access::Read, status::components),
     get!("/api/v1/findings", Access::Read, findings::list),
     get!("/api/v1/incident", Access::Admin, incident::timeline),
-    // -- mail accounts (mail_accounts.rs) --
+    // Mail accounts (mail_accounts.rs)
     get!(
         "/api/v1/email/groups",
         Access::Read,
@@ -72,8 +72,7 @@ pub static ROUTES: &[Route] = &[
         Access::Read,
         super::mail_accounts::queue_composition
     ),
-    // -- end mail accounts --
-    // -- history, stats (history.rs) --
+    // History, stats (history.rs)
     get!("/api/v1/history", Access::Read, super::history::list),
     get!("/api/v1/history/csv", Access::Read, super::history::csv),
     get!("/api/v1/stats", Access::Read, super::history::stats),
@@ -83,11 +82,9 @@ pub static ROUTES: &[Route] = &[
         Access::Read,
         super::history::timeline
     ),
-    // -- end history --
-    // -- events (events.rs) --
+    // Events (events.rs)
     get!("/api/v1/events", Access::Read, events::stream),
-    // -- end events --
-    // -- data routes --
+    // Data routes
     get!(
         "/api/v1/findings/enriched",
         Access::Read,
@@ -148,8 +145,7 @@ pub static ROUTES: &[Route] = &[
         access: Access::Admin,
         action: "suppression.delete",
     },
-    // -- end data routes --
-    // -- firewall (firewall.rs): admin scope, firewall internals --
+    // Firewall (firewall.rs): admin scope, firewall internals
     get!(
         "/api/v1/firewall/status",
         Access::Admin,
@@ -219,8 +215,7 @@ pub static ROUTES: &[Route] = &[
         Access::Admin,
         super::firewall::rollback
     ),
-    // -- end firewall --
-    // -- mail antivirus (mail.rs) --
+    // Mail antivirus (mail.rs)
     get!("/api/v1/email/stats", Access::Read, super::mail::stats),
     get!(
         "/api/v1/email/av/status",
@@ -244,8 +239,7 @@ pub static ROUTES: &[Route] = &[
         access: Access::Admin,
         action: "email.quarantine.delete",
     },
-    // -- end mail antivirus --
-    // -- WAF (waf.rs) --
+    // WAF (waf.rs)
     get!("/api/v1/waf/stats", Access::Read, super::waf::stats),
     get!("/api/v1/waf/events", Access::Read, super::waf::events),
     get!("/api/v1/waf/blocks", Access::Read, super::waf::blocks),
@@ -265,8 +259,7 @@ pub static ROUTES: &[Route] = &[
         access: Access::Admin,
         action: "waf.rules.escalation",
     },
-    // -- end WAF --
-    // -- threat (threat.rs, undo.rs): statistics read scope; detail and changes admin --
+    // Threat (threat.rs, undo.rs): statistics read scope; detail and changes admin
     get!("/api/v1/threat/stats", Access::Read, super::threat::stats),
     get!(
         "/api/v1/threat/top-attackers",
@@ -332,7 +325,6 @@ pub static ROUTES: &[Route] = &[
         access: Access::Admin,
         action: "undo.run",
     },
-    // -- end threat --
     Route {
         path: "/api/v1/sessions",
         methods: &[
