@@ -502,6 +502,8 @@ fn writer_loop(
             match rx.recv_timeout(IDLE) {
                 Ok(j) => j,
                 Err(RecvTimeoutError::Timeout) => {
+                    // Rows written outside are counted before the (longer) index work.
+                    derive_outside_rows(&conn, &mut outside_failing);
                     if load.light() {
                         indexing = index_step(&conn, &inner, &mut size);
                     } else {
