@@ -36,8 +36,10 @@ use serde::Serialize;
 pub const WRITER_QUEUE: usize = 4096;
 /// Jobs committed together at most.
 const BATCH: usize = 512;
-/// Quiet time after which the writer works on the search index's backlog.
-const IDLE: Duration = Duration::from_millis(2);
+/// Quiet time after which the writer works on the search index's backlog: longer than the
+/// gaps between the commits of a stream of findings (a log being drained commits a batch
+/// every few milliseconds, more on a busy host), so an index step never lands in one.
+const IDLE: Duration = Duration::from_millis(25);
 /// How long a waiting writer caller waits for its commit.
 const WRITE_WAIT: Duration = Duration::from_secs(10);
 /// Page cache of each pooled read connection, KiB (SQLite's default is 2 MiB). Up to eight
@@ -504,6 +506,8 @@ fn writer_loop(
             match rx.recv_timeout(IDLE) {
                 Ok(j) => j,
                 Err(RecvTimeoutError::Timeout) => {
+                    // Rows written outside are counted before the (longer) index work.
+                    derive_outside_rows(&conn, &mut outside_failing);
                     if load.light() {
                         indexing = index_step(&conn, &inner, &mut size);
                     } else {
