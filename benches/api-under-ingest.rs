@@ -256,7 +256,7 @@ fn main() {
         .map(|i| client(&d, i, active, stop.clone()))
         .collect();
     let cpu0 = cpu_seconds(&pid);
-    let answer = svc::daemon::control::request(
+    let answer = svc::cli::control::request(
         &d.state.join("svc.sock"),
         "bench.inject",
         json!({ "count": count, "rate": rate, "distinct": active }),

@@ -152,7 +152,7 @@ fn main() {
         .map(|_| subscriber(&d, live.clone(), stop.clone()))
         .collect();
     let sock = d.state.join("svc.sock");
-    let answer = svc::daemon::control::request(
+    let answer = svc::cli::control::request(
         &sock,
         "bench.inject",
         json!({ "count": count, "rate": rate, "distinct": 1000 }),

@@ -216,13 +216,10 @@ pub fn run(args: Vec<OsString>) -> i32 {
         }
     };
     let sock = state.join("svc.sock");
-    let answer = match crate::daemon::control::request(&sock, cmd, body, Duration::from_secs(120)) {
+    let answer = match super::control::request(&sock, cmd, body, Duration::from_secs(120)) {
         Ok(v) => v,
         Err(e) => {
-            eprintln!(
-                "svc mail {sub}: the daemon is not running (cannot reach {}: {e})",
-                sock.display()
-            );
+            eprintln!("svc mail {sub}: {e}");
             return 1;
         }
     };

@@ -130,20 +130,3 @@ fn serve(conn: UnixStream, handler: &CommandFn) {
     let mut w = conn;
     let _ = writeln!(w, "{answer}");
 }
-
-/// Client side: sends one command, returns the answer. Kept for callers of this path; the
-/// client is [`crate::cli::control::request`] (distinguishes "not running" from "not
-/// responding" and caps the answer), and new code should call it directly.
-pub fn request(path: &Path, command: &str, args: Value, timeout: Duration) -> io::Result<Value> {
-    crate::cli::control::request(path, command, args, timeout).map_err(|e| {
-        let kind = match &e {
-            crate::cli::control::ControlError::NotRunning { .. } => io::ErrorKind::NotFound,
-            crate::cli::control::ControlError::NotResponding { .. } => io::ErrorKind::TimedOut,
-            crate::cli::control::ControlError::PermissionDenied { .. } => {
-                io::ErrorKind::PermissionDenied
-            }
-            _ => io::ErrorKind::InvalidData,
-        };
-        io::Error::new(kind, e.to_string())
-    })
-}
