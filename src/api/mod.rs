@@ -31,9 +31,9 @@ mod session_routes;
 pub mod sessions;
 mod status;
 pub mod suppressions;
-mod waf;
 mod threat;
 mod undo;
+mod waf;
 
 use std::sync::{Arc, OnceLock};
 
@@ -80,8 +80,8 @@ pub struct Services {
 pub use firewall::control as firewall_control;
 pub use mail::control as mail_control;
 pub use router::{Access, Route, ROUTES};
-pub use waf::control as waf_control;
 pub use threat::control as threat_control;
+pub use waf::control as waf_control;
 
 /// Facts about this daemon process, fixed at start (binary hash filled in once computed).
 pub struct Runtime {

@@ -14,8 +14,8 @@ pub mod mail;
 mod merge;
 pub mod migrate;
 mod reader;
-pub mod waf;
 pub mod threat;
+pub mod waf;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

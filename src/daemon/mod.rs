@@ -180,32 +180,6 @@ pub fn run(opts: Options) -> Result<(), String> {
         &components,
         &store,
     )?);
-    let waf = {
-        let hook: Option<crate::waf::collector::EscalateHook> = match &firewall {
-            crate::firewall::Handle::Active(fw) => {
-                let fw = fw.clone();
-                Some(Arc::new(move |f: &crate::findings::Finding| {
-                    waf_escalate(&fw, f);
-                }))
-            }
-            _ => None,
-        };
-        let country = geoip.clone().map(|g| {
-            Arc::new(move |ip: std::net::IpAddr| g.lookup(ip).and_then(|x| x.country))
-                as Arc<dyn Fn(std::net::IpAddr) -> Option<String> + Send + Sync>
-        });
-        crate::waf::service::WafService::start(
-            &cfg.waf,
-            crate::waf::logs::resolve(&cfg.engine.waf_logs),
-            hook,
-            country,
-            clock.clone(),
-            &engine,
-            &registry,
-            &components,
-            &store,
-        )?
-    };
     let mail_log = crate::mail::log::collector::start_configured(
         &cfg,
         jiff::tz::TimeZone::system(),
@@ -243,6 +217,33 @@ pub fn run(opts: Options) -> Result<(), String> {
         .map_err(|e| e.to_string())?
     };
     engine.subscribe(threat.listener());
+    let waf = {
+        let hook: Option<crate::waf::collector::EscalateHook> = match &firewall {
+            crate::firewall::Handle::Active(fw) => {
+                let fw = fw.clone();
+                Some(Arc::new(move |f: &crate::findings::Finding| {
+                    waf_escalate(&fw, f);
+                }))
+            }
+            _ => None,
+        };
+        let country = geoip.clone().map(|g| {
+            Arc::new(move |ip: std::net::IpAddr| g.lookup(ip).and_then(|x| x.country))
+                as Arc<dyn Fn(std::net::IpAddr) -> Option<String> + Send + Sync>
+        });
+        crate::waf::service::WafService::start(
+            &cfg.waf,
+            crate::waf::logs::resolve(&cfg.engine.waf_logs),
+            hook,
+            Some(Arc::new(WafDenies(threat.recorder()))),
+            country,
+            clock.clone(),
+            &engine,
+            &registry,
+            &components,
+            &store,
+        )?
+    };
     engine.start()?;
     mail.start().map_err(|e| format!("mail antivirus: {e}"))?;
     let minutes = |m: u64| (m > 0).then(|| std::time::Duration::from_secs(m * 60));
@@ -360,6 +361,28 @@ const WAF_BLOCK: std::time::Duration = std::time::Duration::from_secs(24 * 3600)
 
 /// Blocks the address of a `modsec_block_escalation` finding as an automatic caller
 /// (source `waf`): dry run, the allow list and infrastructure refusals apply.
+/// Records every WAF deny in the attack database as a "WAF block" event: it adds to the
+/// address's score; a block follows from the score or from the escalation finding.
+struct WafDenies(crate::threat::Recorder);
+
+impl crate::waf::event::WafSink for WafDenies {
+    fn waf_deny(&self, e: &crate::waf::event::WafEvent) {
+        let rule = e
+            .rule_id
+            .map(|r| format!(" (rule {r})"))
+            .unwrap_or_default();
+        self.0.record(
+            e.ip,
+            crate::findings::evidence::AttackKind::WafBlock,
+            "waf_deny",
+            e.severity,
+            None,
+            &format!("WAF deny of {} {}{rule}", e.method, e.uri),
+            false,
+        );
+    }
+}
+
 fn waf_escalate(fw: &crate::firewall::Firewall, f: &crate::findings::Finding) {
     let Some(ip) = f.ip else { return };
     let item = crate::firewall::BlockItem {

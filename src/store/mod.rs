@@ -17,8 +17,8 @@ pub mod quarantine;
 mod schema;
 pub mod spool;
 pub mod suppressions;
-pub mod waf;
 pub mod threat;
+pub mod waf;
 
 use std::any::Any;
 use std::path::{Path, PathBuf};

@@ -18,7 +18,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::collector::{Counters, EscalateHook, Shared, WafCollector};
 use super::escalate::{Exclusions, Thresholds};
-use super::event::Action;
+use super::event::{Action, WafSink};
 use super::parse::RuleActions;
 use super::registry::{Registry, SHIPPED_RULES};
 use crate::clock::SharedClock;
@@ -86,6 +86,7 @@ impl WafService {
         cfg: &WafConfig,
         paths: Vec<PathBuf>,
         hook: Option<EscalateHook>,
+        sink: Option<Arc<dyn WafSink>>,
         country: Option<Arc<dyn Fn(std::net::IpAddr) -> Option<String> + Send + Sync>>,
         clock: SharedClock,
         engine: &Arc<Engine>,
@@ -120,7 +121,7 @@ impl WafService {
                 counters: svc.counters.clone(),
                 actions: svc.registry.clone(),
                 hook,
-                sink: None,
+                sink,
                 country,
                 retention: svc.retention.clone(),
             };

@@ -27,6 +27,6 @@ mod persist;
 mod quarantine;
 mod reload;
 mod server;
-mod waf;
 mod threat;
+mod waf;
 mod watcher;

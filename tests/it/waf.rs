@@ -290,6 +290,20 @@ fn apache_modsecurity_rules_events_escalation_and_apply() {
     });
     assert_eq!(f["severity"], "HIGH");
     assert_eq!(f["ip"], "127.0.0.1");
+    // Each deny is a "WAF block" event of the address in the attack database.
+    let t = wait_until(20, "WAF blocks in the attack database", || {
+        let t = d
+            .get("/api/v1/threat/ip?ip=127.0.0.1", ADMIN)
+            .expect(200)
+            .json();
+        t["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["type"] == "waf_block")
+            .then_some(t)
+    });
+    assert!(t["score"].as_u64().unwrap() > 0, "{t}");
 
     // Filters: by rule, and a bad parameter is a 400 naming it.
     let v = d
