@@ -113,6 +113,12 @@ pub const ATTACK_EVIDENCE: &[Evidence] = &[
         kind: AttackKind::WafBlock,
         attacker: true,
     },
+    // Mail-log reader (issue 14): SMTP AUTH failures from one address.
+    Evidence {
+        check: "mail_auth_bruteforce",
+        kind: AttackKind::BruteForce,
+        attacker: true,
+    },
     // Access-log login floods (issue 15).
     Evidence {
         check: "wp_login_bruteforce",
@@ -197,6 +203,7 @@ mod tests {
         assert!(reports_attacker_address("ssh_bruteforce"));
         assert!(reports_attacker_address("pam_bruteforce"));
         assert!(reports_attacker_address("modsec_block_escalation"));
+        assert!(reports_attacker_address("mail_auth_bruteforce"));
         assert!(!reports_attacker_address("ssh_root_login"));
         assert!(!reports_attacker_address("suspicious_cron"));
         assert!(!reports_attacker_address("webshell"));
