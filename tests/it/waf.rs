@@ -2,28 +2,39 @@
 //! libapache2-mod-security2) on a loopback port, loading svc's shipped rules: the request
 //! matrix of rule 900112 and the role-simulation filter, then the daemon reads the logs
 //! Apache wrote, stores the events, escalates the address, and applies a disabled rule with
-//! one reload of that Apache.
+//! one reload of that Apache. The same with a real nginx and the libmodsecurity 3 connector
+//! (Debian packages nginx and libnginx-mod-http-modsecurity): the same matrix, the events of
+//! its error and JSON audit logs, the escalation and the attack-database events.
 //!
-//! Without Apache or mod_security2 the test prints why and skips; with `CI=true` it fails.
+//! Without the server or its ModSecurity module a test prints why and skips; with `CI=true`
+//! it fails.
 
 use crate::common::*;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 const APACHE: &str = "/usr/sbin/apache2";
 const MODSEC: &str = "/usr/lib/apache2/modules/mod_security2.so";
+const NGINX: &str = "/usr/sbin/nginx";
+const NGINX_MODSEC: &str = "/usr/lib/nginx/modules/ngx_http_modsecurity_module.so";
 
 fn rules_src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("rules/modsecurity/svc-rules.conf")
 }
 
 fn available() -> bool {
-    let missing: Vec<&str> = [APACHE, MODSEC]
-        .into_iter()
+    require(&[APACHE, MODSEC])
+}
+
+/// Whether every path exists; otherwise prints why and skips, or fails with `CI=true`.
+fn require(paths: &[&str]) -> bool {
+    let missing: Vec<&str> = paths
+        .iter()
+        .copied()
         .filter(|p| !Path::new(p).exists())
         .collect();
     if missing.is_empty() {
@@ -100,31 +111,35 @@ impl Apache {
 
     /// One request; the status code.
     fn status(&self, method: &str, target: &str, headers: &[&str], body: &str) -> u16 {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut req =
-            format!("{method} {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
-        for h in headers {
-            req.push_str(h);
-            req.push_str("\r\n");
-        }
-        if !body.is_empty() {
-            req.push_str(&format!(
-                "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n",
-                body.len()
-            ));
-        }
-        req.push_str("\r\n");
-        req.push_str(body);
-        s.write_all(req.as_bytes()).unwrap();
-        let mut out = Vec::new();
-        let _ = s.read_to_end(&mut out);
-        let text = String::from_utf8_lossy(&out);
-        text.split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or_else(|| panic!("no status from apache: {text:?}"))
+        http_status(self.port, method, target, headers, body)
     }
+}
+
+/// One HTTP/1.1 request to `127.0.0.1:port`; the status code.
+fn http_status(port: u16, method: &str, target: &str, headers: &[&str], body: &str) -> u16 {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = format!("{method} {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    if !body.is_empty() {
+        req.push_str(&format!(
+            "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    text.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status from the web server: {text:?}"))
 }
 
 impl Drop for Apache {
@@ -139,6 +154,80 @@ impl Drop for Apache {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+}
+
+/// A disposable nginx with the libmodsecurity 3 connector: its own config, prefix, pid and
+/// logs in `dir`, in the foreground as a child of the test; stopped on drop (by its pid).
+struct Nginx {
+    dir: PathBuf,
+    port: u16,
+    child: Child,
+}
+
+impl Nginx {
+    fn start(dir: &Path) -> Nginx {
+        let port = free_port();
+        for sub in ["html", "tmp"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        std::fs::write(dir.join("html/index.html"), "ok\n").unwrap();
+        std::fs::copy(rules_src(), dir.join("svc-rules.conf")).unwrap();
+        let d = dir.display();
+        std::fs::write(
+            dir.join("modsec.conf"),
+            format!(
+                "SecRuleEngine On\nSecRequestBodyAccess On\nSecAuditEngine RelevantOnly\nSecAuditLogRelevantStatus \"^(?:5|4(?!04))\"\nSecAuditLogParts ABFHZ\nSecAuditLogType Serial\nSecAuditLogFormat JSON\nSecAuditLog {d}/audit.log\nSecDataDir {d}\nSecTmpDir {d}\nInclude {d}/svc-rules.conf\n"
+            ),
+        )
+        .unwrap();
+        let conf = dir.join("nginx.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "load_module {NGINX_MODSEC};\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\nevents {{ worker_connections 64; }}\nhttp {{\n  access_log {d}/access.log;\n  client_body_temp_path {d}/tmp/body; proxy_temp_path {d}/tmp/proxy; fastcgi_temp_path {d}/tmp/fcgi;\n  uwsgi_temp_path {d}/tmp/uwsgi; scgi_temp_path {d}/tmp/scgi;\n  server {{\n    listen 127.0.0.1:{port};\n    root {d}/html;\n    modsecurity on;\n    modsecurity_rules_file {d}/modsec.conf;\n  }}\n}}\n"
+            ),
+        )
+        .unwrap();
+        // The error log of start-up problems, before nginx opens its own: stderr to a file.
+        let stderr = std::fs::File::create(dir.join("stderr.log")).unwrap();
+        let child = Command::new(NGINX)
+            .args(["-p", &d.to_string(), "-c", conf.to_str().unwrap()])
+            .args(["-g", "daemon off;"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap();
+        let mut n = Nginx {
+            dir: dir.to_path_buf(),
+            port,
+            child,
+        };
+        wait_until(20, "nginx to answer", || {
+            if let Ok(Some(st)) = n.child.try_wait() {
+                let err = std::fs::read_to_string(n.dir.join("stderr.log")).unwrap_or_default();
+                panic!("nginx exited at start ({st}): {err}");
+            }
+            TcpStream::connect(("127.0.0.1", port)).ok()
+        });
+        n
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        // SIGQUIT: graceful stop of the master and its workers; SIGKILL if it lingers.
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-QUIT", &pid]).status();
+        for _ in 0..100 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -434,4 +523,97 @@ fn apache_modsecurity_rules_events_escalation_and_apply() {
         text.contains(&format!("Include {a}/svc-rules.conf")),
         "{text}"
     );
+}
+
+#[test]
+fn nginx_libmodsecurity_rules_events_and_escalation() {
+    if !require(&[NGINX, NGINX_MODSEC]) {
+        return;
+    }
+    let dir = temp_dir("waf-nginx");
+    let nginx = Nginx::start(&dir.join("nginx"));
+
+    let state = dir.join("state");
+    let config = dir.join("svc.toml");
+    let n = nginx.dir.display().to_string();
+    std::fs::write(
+        &config,
+        format!(
+            "{}[logs]\nauth = []\nwaf = [{:?}, {:?}]\n[files]\nwatch = []\n[checks]\ncritical_interval_min = 0\ndeep_interval_min = 0\n[waf]\nescalation_denies = 3\n",
+            base_config(&state),
+            format!("{n}/error.log"),
+            format!("{n}/audit.log"),
+        ),
+    )
+    .unwrap();
+    let d = Daemon::start_with(dir.clone(), config, state, &[]);
+    wait_until(20, "the waf_log watcher", || {
+        let c = d.get("/api/v1/components", READ).expect(200).json();
+        c.to_string().contains("waf_log").then_some(())
+    });
+    // The same matrix as Apache's: libmodsecurity 3 must decide every case the same way.
+    for (method, target, headers, body, denied) in matrix() {
+        let got = http_status(nginx.port, method, target, &headers, body);
+        assert_eq!(
+            got == 403,
+            denied,
+            "nginx: {method} {target} {headers:?} {body:?}: {got}"
+        );
+    }
+
+    let denied = matrix().iter().filter(|m| m.4).count() as u64;
+    let events = wait_until(30, "the nginx denies in /waf/events", || {
+        let v = d
+            .get("/api/v1/waf/events?limit=1000", READ)
+            .expect(200)
+            .json();
+        (v["total"].as_u64() >= Some(denied)).then_some(v)
+    });
+    let items = events["items"].as_array().unwrap();
+    let denies: Vec<&serde_json::Value> = items.iter().filter(|i| i["action"] == "deny").collect();
+    assert_eq!(denies.len() as u64, denied, "{events}");
+    for i in &denies {
+        assert_eq!(i["ip"], "127.0.0.1", "{i}");
+        assert!(
+            i["format"] == "nginx_error" || i["format"] == "json_audit",
+            "{i}"
+        );
+    }
+    assert!(
+        items.iter().any(|i| i["format"] == "nginx_error"),
+        "the nginx error log is read: {events}"
+    );
+    let r112: Vec<&&serde_json::Value> = denies.iter().filter(|i| i["rule_id"] == 900112).collect();
+    assert_eq!(r112.len(), 7, "{events}");
+    assert!(
+        r112.iter().any(|i| i["uri"] == "/wp-json/wp/v2/users")
+            && r112.iter().any(|i| i["method"] == "GET"),
+        "{events}"
+    );
+    assert!(denies.iter().any(|i| i["rule_id"] == 900109), "{events}");
+
+    let f = wait_until(20, "modsec_block_escalation", || {
+        d.get("/api/v1/findings", READ).expect(200).json()["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["check"] == "modsec_block_escalation")
+            .cloned()
+    });
+    assert_eq!(f["severity"], "HIGH");
+    assert_eq!(f["ip"], "127.0.0.1");
+    wait_until(20, "WAF blocks in the attack database", || {
+        let t = d
+            .get("/api/v1/threat/ip?ip=127.0.0.1", ADMIN)
+            .expect(200)
+            .json();
+        t["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["type"] == "waf_block")
+            .then_some(())
+    });
+    let s = d.get("/api/v1/waf/stats", READ).expect(200).json();
+    assert_eq!(s["denies_24h"].as_u64(), Some(denied), "{s}");
 }
