@@ -15,7 +15,7 @@
 //! - Correlation: the finding names the rules and URIs involved (first [`MAX_RULES`]
 //!   each), so one finding shows what the address tried.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,6 +90,9 @@ pub struct Escalator {
     th: Thresholds,
     exclusions: Arc<Exclusions>,
     tracks: HashMap<IpAddr, Track>,
+    /// Addresses by their last deny's tick: the least recently seen is the first (eviction
+    /// costs O(log n), not a scan of every tracked address).
+    order: BTreeMap<u64, IpAddr>,
     tick: u64,
     /// Addresses dropped to stay within `max_addresses`.
     pub evicted: u64,
@@ -103,6 +106,7 @@ impl Escalator {
             th,
             exclusions,
             tracks: HashMap::new(),
+            order: BTreeMap::new(),
             tick: 0,
             evicted: 0,
             raised: 0,
@@ -126,12 +130,7 @@ impl Escalator {
         let at = e.at.as_microsecond();
         let window = self.th.window.as_micros().min(i64::MAX as u128) as i64;
         if !self.tracks.contains_key(&e.ip) && self.tracks.len() >= self.th.max_addresses {
-            if let Some(old) = self
-                .tracks
-                .iter()
-                .min_by_key(|(_, t)| t.last_seen)
-                .map(|(ip, _)| *ip)
-            {
+            if let Some((_, old)) = self.order.pop_first() {
                 self.tracks.remove(&old);
                 self.evicted += 1;
             }
@@ -145,7 +144,9 @@ impl Escalator {
             hosts: Vec::new(),
             last_seen: tick,
         });
+        self.order.remove(&t.last_seen);
         t.last_seen = tick;
+        self.order.insert(tick, e.ip);
         t.times.push_back(at);
         t.escalating
             .push_back(e.rule_id.is_none_or(|r| !self.exclusions.is_off(r)));
@@ -176,6 +177,7 @@ impl Escalator {
             return None;
         }
         let t = self.tracks.remove(&e.ip)?;
+        self.order.remove(&t.last_seen);
         self.raised += 1;
         Some(finding(e.ip, &t, self.th, e.at))
     }
@@ -184,10 +186,16 @@ impl Escalator {
     pub fn expire(&mut self, now: Timestamp) {
         let window = self.th.window.as_micros().min(i64::MAX as u128) as i64;
         let now = now.as_microsecond();
+        let order = &mut self.order;
         self.tracks.retain(|_, t| {
-            t.times
+            let keep = t
+                .times
                 .back()
-                .is_some_and(|&last| now.saturating_sub(last) <= window)
+                .is_some_and(|&last| now.saturating_sub(last) <= window);
+            if !keep {
+                order.remove(&t.last_seen);
+            }
+            keep
         });
     }
 }
@@ -309,9 +317,19 @@ mod tests {
         }
         assert_eq!(e.tracked(), 4);
         assert_eq!(e.evicted, 6);
+        // The least recently seen goes first: 192.0.2.6 denies again, so 192.0.2.7 is
+        // evicted by the next new address and 192.0.2.6 stays.
+        e.event(&deny(10, "192.0.2.6", 1));
+        e.event(&deny(11, "192.0.2.99", 1));
+        assert_eq!(e.evicted, 7);
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert!(e.tracks.contains_key(&ip("192.0.2.6")));
+        assert!(!e.tracks.contains_key(&ip("192.0.2.7")));
+        assert_eq!(e.order.len(), e.tracks.len());
         e.expire(Timestamp::from_second(1_800_000_000 + 605).unwrap());
         assert_eq!(e.tracked(), 4);
         e.expire(Timestamp::from_second(1_800_000_000 + 700).unwrap());
         assert_eq!(e.tracked(), 0);
+        assert!(e.order.is_empty());
     }
 }
