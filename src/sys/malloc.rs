@@ -9,6 +9,11 @@
 //!   it turns off the dynamic adjustment), so buffers of that size or more are mapped on
 //!   their own and returned to the kernel when freed. Called once by `main` before any
 //!   thread starts.
+//! - [`tune`] also caps the number of malloc arenas at [`ARENA_MAX`] (`M_ARENA_MAX`; glibc's
+//!   default is eight per core). Each thread that allocates under contention gets its own
+//!   arena, and the free memory of each stays resident: the collector, dispatcher, store
+//!   writer and event threads of a log drain each left their own partly used heap behind.
+//!   With two arenas the peak RSS of that drain fell (figures in `docs/decisions.md`).
 //! - [`note_large`] marks that a large request was handled; a background thread calls
 //!   `malloc_trim(0)` at most once per [`TRIM_EVERY`] while marks arrive, returning the free
 //!   pages the smaller allocations of that request left in the arenas.
@@ -22,6 +27,8 @@ use std::time::Duration;
 /// Allocations of this many bytes or more are mapped on their own (glibc's initial default,
 /// frozen).
 pub const MMAP_THRESHOLD: usize = 128 * 1024;
+/// Most malloc arenas (threads share them beyond this).
+pub const ARENA_MAX: libc::c_int = 2;
 /// The trimming thread looks for marks this often.
 pub const TRIM_EVERY: Duration = Duration::from_secs(1);
 
@@ -34,7 +41,10 @@ pub fn tune() -> bool {
         // SAFETY: mallopt only changes allocator parameters; M_MMAP_THRESHOLD with a value
         // below HEAP_MAX (32 MiB on 64-bit) is valid input, and it is called before other
         // threads exist.
-        unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, v) == 1 }
+        let mmap = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, v) == 1 };
+        // SAFETY: as above; M_ARENA_MAX takes any positive count.
+        let arenas = unsafe { libc::mallopt(libc::M_ARENA_MAX, ARENA_MAX) == 1 };
+        mmap && arenas
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
     {
