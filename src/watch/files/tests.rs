@@ -159,7 +159,8 @@ fn closed_write_is_reported() {
         let ev = wait_for(&rx, |e| e.path == f && e.kind == EventKind::ClosedWrite)
             .unwrap_or_else(|| panic!("{mode:?}: no close-write for {f:?}"));
         assert_eq!(ev.observed_at, 1_000_000_000, "{mode:?}: injected clock");
-        let s = w.stats();
+        // The watcher counts an event just after handing it over: wait for the count.
+        let s = wait_stats(&w, |s| s.events_emitted >= 1);
         assert!(s.events_emitted >= 1, "{mode:?}: {s:?}");
         assert_eq!(s.roots_attached, 1, "{mode:?}");
         w.stop();
