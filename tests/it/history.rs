@@ -8,7 +8,8 @@ use jiff::Timestamp;
 use rusqlite::{params, Connection};
 use serde_json::Value;
 
-/// A daemon with every detector off, so history holds only what a test writes.
+/// A daemon with every detector off, so history holds only what a test writes (the WAF
+/// integration off too: it would look at this host's web servers and may raise `waf_status`).
 fn start(tag: &str, tz: &str) -> Daemon {
     let dir = temp_dir(tag);
     let state = dir.join("state");
@@ -16,7 +17,7 @@ fn start(tag: &str, tz: &str) -> Daemon {
     std::fs::write(
         &config,
         format!(
-            "{}[files]\nwatch = []\n[logs]\nauth = []\n[checks]\ncritical_interval_min = 0\ndeep_interval_min = 0\n",
+            "{}[files]\nwatch = []\n[logs]\nauth = []\n[checks]\ncritical_interval_min = 0\ndeep_interval_min = 0\n[waf]\nenabled = false\n",
             base_config(&state)
         ),
     )
