@@ -189,6 +189,33 @@ fn parse(answer: &[u8], socket: &Path) -> Result<Value, ControlError> {
     })
 }
 
+/// Sends one command to the daemon of the configuration `config` (or of `--dev` in this
+/// directory): finds its state directory and socket, asks, and on failure prints
+/// `{what}: {reason}` to standard error and returns `Err(1)` (the exit code). The answer may
+/// still carry the daemon's own `error`; callers print that their way.
+pub fn ask_daemon(
+    config: Option<PathBuf>,
+    dev: bool,
+    what: &str,
+    command: &str,
+    args: Value,
+    budget: Duration,
+) -> Result<Value, i32> {
+    let flags = super::Flags {
+        config,
+        dev,
+        ..super::Flags::default()
+    };
+    let state = super::status::state_path(&flags).map_err(|e| {
+        eprintln!("{what}: {e}");
+        1
+    })?;
+    request(&state.join("svc.sock"), command, args, budget).map_err(|e| {
+        eprintln!("{what}: {e}");
+        1
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,8 +11,6 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::Flags;
-
 /// Subcommands: (name, positional argument, summary).
 pub const COMMANDS: &[(&str, &str, &str)] = &[
     (
@@ -402,26 +400,12 @@ pub fn run(args: Vec<OsString>) -> i32 {
         }
     };
     let sub = a.words.first().cloned().unwrap_or_default();
-    let flags = Flags {
-        config: a.config.clone(),
-        dev: a.dev,
-        ..Flags::default()
-    };
-    let state = match super::status::state_path(&flags) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("svc firewall {sub}: {e}");
-            return 1;
-        }
-    };
-    let sock = state.join("svc.sock");
-    let answer = match super::control::request(&sock, cmd, body, timeout) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("svc firewall {sub}: {e}");
-            return 1;
-        }
-    };
+    let what = format!("svc firewall {sub}");
+    let answer =
+        match super::control::ask_daemon(a.config.clone(), a.dev, &what, cmd, body, timeout) {
+            Ok(v) => v,
+            Err(code) => return code,
+        };
     if let Some(e) = answer.get("error").and_then(Value::as_str) {
         if a.json {
             super::out(&format!(

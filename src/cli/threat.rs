@@ -11,8 +11,6 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::Flags;
-
 /// Subcommands: (name, arguments, summary).
 pub const COMMANDS: &[(&str, &str, &str)] = &[
     (
@@ -438,25 +436,17 @@ pub fn run(args: Vec<OsString>) -> i32 {
         }
     };
     let sub = a.words.first().cloned().unwrap_or_default();
-    let flags = Flags {
-        config: a.config.clone(),
-        dev: a.dev,
-        ..Flags::default()
-    };
-    let state = match super::status::state_path(&flags) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("svc threat {sub}: {e}");
-            return 1;
-        }
-    };
-    let sock = state.join("svc.sock");
-    let answer = match super::control::request(&sock, cmd, body, Duration::from_secs(60)) {
+    let what = format!("svc threat {sub}");
+    let answer = match super::control::ask_daemon(
+        a.config.clone(),
+        a.dev,
+        &what,
+        cmd,
+        body,
+        Duration::from_secs(60),
+    ) {
         Ok(v) => v,
-        Err(e) => {
-            eprintln!("svc threat {sub}: {e}");
-            return 1;
-        }
+        Err(code) => return code,
     };
     if a.json {
         super::out(&format!(

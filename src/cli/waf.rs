@@ -382,25 +382,17 @@ pub fn run(args: Vec<OsString>) -> i32 {
         }
     };
     let sub = a.words.first().cloned().unwrap_or_default();
-    let flags = Flags {
-        config: a.config.clone(),
-        dev: a.dev,
-        ..Flags::default()
-    };
-    let state = match super::status::state_path(&flags) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("svc waf {sub}: {e}");
-            return 1;
-        }
-    };
-    let sock = state.join("svc.sock");
-    let answer = match super::control::request(&sock, cmd, body, Duration::from_secs(120)) {
+    let what = format!("svc waf {sub}");
+    let answer = match super::control::ask_daemon(
+        a.config.clone(),
+        a.dev,
+        &what,
+        cmd,
+        body,
+        Duration::from_secs(120),
+    ) {
         Ok(v) => v,
-        Err(e) => {
-            eprintln!("svc waf {sub}: {e}");
-            return 1;
-        }
+        Err(code) => return code,
     };
     if a.json {
         super::out(&format!(
