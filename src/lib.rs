@@ -20,6 +20,7 @@ pub mod cli;
 pub mod clock;
 pub mod components;
 pub mod config;
+pub mod crawler;
 pub mod daemon;
 pub mod events;
 pub mod findings;
