@@ -167,8 +167,7 @@ impl Spool {
         let n = st.ids.len();
         self.publish(&st);
         drop(st);
-        for (i, (tx, _)) in self.wakes.iter().enumerate() {
-            let _ = i;
+        for (tx, _) in &self.wakes {
             let _ = tx.try_send(());
         }
         Ok((n, orphans))
