@@ -294,6 +294,9 @@ impl Spool {
     /// The oldest row of destination `dest`, marked in delivery (`running`). An empty
     /// destination is answered from memory.
     pub fn take(&self, dest: usize) -> Result<Option<SpoolRow>, StoreError> {
+        // Admissions pick overflow victims under this lock: the row read here is marked in
+        // delivery before any of them can choose it.
+        let _order = self.push_lock.lock();
         if self.resync.swap(false, Ordering::AcqRel) {
             if let Err(e) = self.load_ids() {
                 self.resync.store(true, Ordering::Release);
