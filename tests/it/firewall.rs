@@ -216,6 +216,12 @@ impl Net {
         Daemon::start_with(dir, config, state, &[])
     }
 
+    /// Moves the calling thread into srv: servers it then binds on loopback are the
+    /// daemon's loopback (a report collector).
+    pub(crate) fn enter_srv(&self) {
+        self.srv.enter();
+    }
+
     pub(crate) fn set(&self, name: &str) -> String {
         self.srv.nft(&["list", "set", "inet", "svc", name])
     }
