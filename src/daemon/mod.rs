@@ -132,7 +132,8 @@ pub fn run(opts: Options) -> Result<(), String> {
         crate::checks::critical_checks()
             .iter()
             .chain(crate::checks::deep_checks())
-            .map(|c| c.name),
+            .map(|c| c.name)
+            .chain(crate::mail::password::task::CHECKS.iter().copied()),
     );
     let suppressions = crate::findings::suppress::Suppressions::load(store.clone(), clock.clone())
         .map_err(|e| format!("loading suppressions: {e}"))?;
@@ -172,6 +173,13 @@ pub fn run(opts: Options) -> Result<(), String> {
         check_ctx,
         &registry,
     )?;
+    let password_audit = crate::mail::password::PasswordAudit::start(
+        &cfg.mail.password,
+        store.clone(),
+        clock.clone(),
+        &registry,
+    )?;
+    jobs.add_task(password_audit.clone());
     let collectors = Arc::new(collectors::LiveCollectors::start(
         &cfg,
         clock.clone(),
@@ -341,6 +349,7 @@ pub fn run(opts: Options) -> Result<(), String> {
     collectors.stop();
     waf.stop();
     jobs.shutdown(std::time::Duration::from_secs(3));
+    password_audit.shutdown();
     mail.stop();
     engine.shutdown();
     // After the last finding: events written, automatic blocking stopped.

@@ -124,6 +124,8 @@ pub struct RunStats {
     pub incomplete: usize,
     pub temporary: usize,
     pub hashes_tried: u64,
+    /// The run did not happen (its records could not be read): nothing changed.
+    pub skipped: bool,
 }
 
 /// The auditor: one per daemon.
@@ -260,6 +262,7 @@ impl Auditor {
             Err(e) => {
                 ::log::warn!("password audit: cannot read its records: {e}; audit skipped");
                 let weak = self.last_weak.lock().clone().unwrap_or_default();
+                stats.skipped = true;
                 return (weak, stats);
             }
         };
