@@ -265,7 +265,10 @@ mod tests {
         assert_eq!(m.password.files.len(), 4);
         assert_eq!(m.password.interval_min, 1440);
         let m = check("[mail]\npassword_files = [\"/etc/dovecot/users\"]\nbreach_api = \"https://api.pwnedpasswords.com/range\"\npassword_check_interval_min = 60\npassword_audit = false\n").unwrap();
-        assert_eq!(m.password.breach_api, "https://api.pwnedpasswords.com/range/");
+        assert_eq!(
+            m.password.breach_api,
+            "https://api.pwnedpasswords.com/range/"
+        );
         assert_eq!(m.password.interval_min, 60);
         assert!(!m.password.enabled);
         assert_eq!(m.antivirus_part(), check("").unwrap().antivirus_part());

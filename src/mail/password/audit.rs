@@ -91,7 +91,7 @@ impl Default for AuditSettings {
             files: Vec::new(),
             interval_min: 1440,
             slow_candidates: 500,
-            scan_minutes: 30,
+            scan_minutes: 10,
             breach_api: String::new(),
         }
     }

@@ -65,7 +65,13 @@ impl ScanTask for PasswordAudit {
     }
 
     fn run(&self, ctx: &CheckContext, stop: &AtomicBool) -> Vec<(&'static str, Vec<Finding>)> {
-        let settings = self.settings();
+        let mut settings = self.settings();
+        // Patterns name the host's paths; checks read them under `checks.root`.
+        settings.files = settings
+            .files
+            .iter()
+            .map(|p| crate::checks::reroot(&ctx.sysroot, p))
+            .collect();
         if !settings.enabled {
             return vec![(CHECK_WEAK, Vec::new()), (CHECK_INCOMPLETE, Vec::new())];
         }
