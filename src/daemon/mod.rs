@@ -197,6 +197,19 @@ pub fn run(opts: Options) -> Result<(), String> {
         &components,
         &store,
     );
+    let smtp_egress = {
+        let weak = Arc::downgrade(&engine);
+        crate::mail::egress::start_system(
+            &cfg.engine.checks_root,
+            clock.clone(),
+            &registry,
+            Arc::new(move |f| {
+                if let Some(e) = weak.upgrade() {
+                    e.submit(f);
+                }
+            }),
+        )
+    };
     let events = crate::events::EventBus::new(
         clock.clone(),
         &registry,
@@ -345,6 +358,9 @@ pub fn run(opts: Options) -> Result<(), String> {
     control.stop();
     if let Some(m) = mail_log {
         m.stop();
+    }
+    if let Some(s) = smtp_egress {
+        s.stop();
     }
     collectors.stop();
     waf.stop();
