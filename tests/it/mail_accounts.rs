@@ -353,6 +353,8 @@ fn journal_source_when_there_is_no_mail_log_file() {
     let s = d.get("/api/v1/status", READ).expect(200).json();
     assert!(s["queues"].get("mail.file_source").is_none());
     assert!(s["queues"].get("mail.delivery").is_some());
+    // Direct SMTP egress sampling runs beside the reader: its reverse-DNS row is there.
+    assert_eq!(s["queues"]["smtp_rdns.resolves"]["capacity"], 64);
     // journalctl sets up its watch after it starts.
     std::thread::sleep(std::time::Duration::from_secs(1));
     journal_file(
