@@ -203,6 +203,7 @@ pub fn run(opts: Options) -> Result<(), String> {
             &cfg.engine.checks_root,
             clock.clone(),
             &registry,
+            store.clone(),
             Arc::new(move |f| {
                 if let Some(e) = weak.upgrade() {
                     e.submit(f);

@@ -226,6 +226,10 @@ fn live_exim_relay_abuse_and_groups() {
         .unwrap();
     assert_eq!(alice["messages"], 2);
     assert_eq!(alice["relay_mismatches"], 1);
+    // Direct SMTP egress beside the MTA's outbound count (none here: Exim sent it all).
+    assert_eq!(alice["direct_smtp_egress"], 0);
+    let by_sender = d.get("/api/v1/email/groups", READ).expect(200).json();
+    assert!(by_sender["items"][0].get("direct_smtp_egress").is_none());
 
     let findings = wait_until(30, "mail_per_account finding", || {
         let v = d.get("/api/v1/findings", READ).expect(200).json();

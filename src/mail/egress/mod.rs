@@ -9,9 +9,11 @@
 //! account (its name from `/etc/passwd`); the owning process is found by the socket inode
 //! among `/proc/<pid>/fd` links (bounded) and named by its `comm`.
 //!
-//! A new (account, destination) pair in a clock hour raises one `mail_per_account` finding
-//! (HIGH) per account and hour, listing the destinations with their reverse-DNS names
-//! (NXDOMAIN and empty answers are normal: "no reverse DNS name"). Sampling misses
+//! Every new (account, destination) pair of a clock hour is looked up and recorded in
+//! `mail_egress` (the `direct_smtp_egress` count of `/api/v1/email/groups?by=account`), and
+//! raises one `mail_per_account` finding (HIGH) per account and hour, listing the
+//! destinations with their reverse-DNS names (NXDOMAIN and empty answers are normal:
+//! "no reverse DNS name"). Sampling misses
 //! connections shorter than the interval; it is a detector of ongoing spam runs, not an
 //! audit of every connection.
 
@@ -191,7 +193,40 @@ fn owners(proc_root: &Path, inodes: &HashSet<u64>) -> HashMap<u64, (u32, String)
     out
 }
 
-/// Turns samples into findings: one per account and clock hour, new destinations only.
+/// A new (account, destination) pair of this hour with its reverse-DNS answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observed {
+    pub egress: Egress,
+    pub rdns: Rdns,
+}
+
+impl Observed {
+    /// The store record (`mail_egress`): `confirmed` when the reverse lookup completed
+    /// (a name, NXDOMAIN or an empty answer), `ptr` the first name.
+    pub fn record(&self, at: i64) -> crate::store::mail_accounts::MailWrite {
+        let (ptr, confirmed) = match &self.rdns {
+            Rdns::Names(n) => (n.first().cloned(), true),
+            Rdns::NoName => (None, true),
+            Rdns::Unavailable(_) => (None, false),
+        };
+        crate::store::mail_accounts::MailWrite::Egress {
+            at,
+            account: self.egress.account.clone(),
+            uid: self.egress.uid,
+            remote_ip: self.egress.remote.ip().to_string(),
+            remote_port: self.egress.remote.port(),
+            ptr,
+            confirmed,
+        }
+    }
+}
+
+/// Reverse lookups per sample at most (each waits up to a second); pairs beyond are
+/// recorded as unavailable and not looked up again this hour.
+pub const LOOKUPS_PER_SAMPLE: usize = 16;
+
+/// Turns samples into records and findings: every new (account, destination) pair of a
+/// clock hour is looked up and recorded once; one finding per account and hour.
 pub struct Reporter {
     hour: i64,
     seen: HashSet<(u32, IpAddr)>,
@@ -209,40 +244,54 @@ impl Default for Reporter {
 }
 
 impl Reporter {
-    /// The findings of one sample at `now`; `resolve` names a destination.
+    /// The new pairs of one sample at `now` (with reverse DNS from `resolve`) and the
+    /// findings they raise.
     pub fn report(
         &mut self,
         now: jiff::Timestamp,
         sample: &[Egress],
         resolve: &dyn Fn(IpAddr) -> Rdns,
-    ) -> Vec<Finding> {
+    ) -> (Vec<Finding>, Vec<Observed>) {
         let hour = now.as_second().div_euclid(3600);
         if hour != self.hour {
             self.hour = hour;
             self.seen.clear();
             self.reported.clear();
         }
-        // New destinations per account, in sample order.
-        let mut fresh: Vec<(u32, Vec<&Egress>)> = Vec::new();
+        let mut observed: Vec<Observed> = Vec::new();
         for e in sample {
             if self.seen.len() >= MAX_PAIRS || !self.seen.insert((e.uid, e.remote.ip())) {
                 continue;
             }
-            match fresh.iter_mut().find(|(u, _)| *u == e.uid) {
-                Some((_, v)) => v.push(e),
-                None => fresh.push((e.uid, vec![e])),
+            let rdns = if observed.len() < LOOKUPS_PER_SAMPLE {
+                resolve(e.remote.ip())
+            } else {
+                Rdns::Unavailable("lookup budget of this sample spent".into())
+            };
+            observed.push(Observed {
+                egress: e.clone(),
+                rdns,
+            });
+        }
+        let mut uids: Vec<u32> = Vec::new();
+        for o in &observed {
+            if !uids.contains(&o.egress.uid) {
+                uids.push(o.egress.uid);
             }
         }
         let mut out = Vec::new();
-        for (uid, list) in fresh {
+        for uid in uids {
             if !self.reported.insert(uid) {
                 continue;
             }
-            let Some(first) = list.first() else { continue };
+            let list: Vec<&Observed> = observed.iter().filter(|o| o.egress.uid == uid).collect();
+            let Some(first) = list.first().map(|o| &o.egress) else {
+                continue;
+            };
             let dests: Vec<String> = list
                 .iter()
                 .take(MAX_LISTED)
-                .map(|e| format!("{} ({})", e.remote, resolve(e.remote.ip()).describe()))
+                .map(|o| format!("{} ({})", o.egress.remote, o.rdns.describe()))
                 .collect();
             let program = match (&first.program, first.pid) {
                 (Some(p), Some(pid)) => format!("{p} (pid {pid})"),
@@ -265,7 +314,7 @@ impl Reporter {
                 )),
             );
         }
-        out
+        (out, observed)
     }
 }
 
@@ -283,6 +332,7 @@ impl EgressSampler {
         every: Duration,
         pool: Arc<RdnsPool>,
         clock: SharedClock,
+        store: crate::store::Store,
         submit: Arc<dyn Fn(Finding) + Send + Sync>,
     ) -> Result<EgressSampler, String> {
         let stop = Arc::new(AtomicBool::new(false));
@@ -295,7 +345,18 @@ impl EgressSampler {
                     let u = users(&settings.passwd);
                     let s = sample(&settings, &u);
                     if !s.is_empty() {
-                        for f in reporter.report(clock.now(), &s, &|ip| p.resolve(ip)) {
+                        let now = clock.now();
+                        let (findings, observed) = reporter.report(now, &s, &|ip| p.resolve(ip));
+                        if !observed.is_empty() {
+                            let at = now.as_microsecond();
+                            let writes: Vec<_> = observed.iter().map(|o| o.record(at)).collect();
+                            if let Err(e) =
+                                store.write(move |c| crate::store::mail_accounts::apply(c, &writes))
+                            {
+                                log::warn!("smtp egress: records not stored: {e}");
+                            }
+                        }
+                        for f in findings {
                             submit(f);
                         }
                     }
@@ -338,6 +399,7 @@ pub fn start_system(
     checks_root: &Path,
     clock: SharedClock,
     registry: &Arc<crate::queue::Registry>,
+    store: crate::store::Store,
     submit: Arc<dyn Fn(Finding) + Send + Sync>,
 ) -> Option<EgressSampler> {
     if !Path::new("/proc/net/tcp").exists() {
@@ -351,6 +413,7 @@ pub fn start_system(
             SAMPLE_EVERY,
             pool,
             clock,
+            store,
             submit,
         )
     });
