@@ -240,7 +240,7 @@ fn bench_audit() {
                             &cands,
                             i..(i + batch).min(len),
                             &cancel,
-                            Instant::now() + Duration::from_secs(300),
+                            pool.deadline_after(Duration::from_secs(300)),
                         );
                         assert!(matches!(r, Checked::NoMatch), "{r:?}");
                     }

@@ -51,6 +51,10 @@ struct GroupItem {
     forwarded: i64,
     outbound_local_mta: i64,
     relay_mismatches: i64,
+    /// `by=account` only: direct SMTP egress connections of the account (new destinations
+    /// per hour) in the range, beside `outbound_local_mta`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    direct_smtp_egress: Option<i64>,
     first_seen: String,
     last_seen: String,
 }
@@ -89,10 +93,21 @@ pub fn groups(app: &App, req: &Request, _c: &Caller) -> Response {
             Err(e) => return unavailable(e),
         }
     };
+    let egress = if by == GroupBy::Account && !rows.is_empty() {
+        match app.store.read(|c| store::egress_by_account(c, from, to)) {
+            Ok(m) => Some(m),
+            Err(e) => return unavailable(e),
+        }
+    } else {
+        None
+    };
     let n = rows.len() as u64;
     let items: Vec<GroupItem> = rows
         .into_iter()
         .map(|g| GroupItem {
+            direct_smtp_egress: egress
+                .as_ref()
+                .map(|m| m.get(&g.key).map_or(0, |(n, _)| *n)),
             key: g.key,
             messages: g.messages,
             recipients: g.recipients,

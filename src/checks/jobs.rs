@@ -3,6 +3,10 @@
 //!
 //! Records left `queued` or `running` by a previous process become `error` with reason
 //! `daemon_restarted` at startup and count as losses of `scans.jobs`.
+//!
+//! Deep and full scans also run the registered [`ScanTask`]s (checks that keep state
+//! between scans, such as the mailbox password audit) after the deep checks. A task that
+//! did not complete a check answers `None` for it: its findings stay as they are.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -53,6 +57,19 @@ impl JobKind {
     }
 }
 
+/// A deep-scan check with state of its own (the mailbox password audit). Runs on the scan
+/// worker after the deep checks of a deep or full scan.
+pub trait ScanTask: Send + Sync {
+    /// The check names its findings carry (registered as scheduled checks).
+    fn checks(&self) -> &'static [&'static str];
+    /// Runs once. One entry per check it completed, with that check's findings in force
+    /// (the engine resolves the others); a check left out stays as it was. Returns
+    /// promptly once `stop` is set.
+    fn run(&self, ctx: &CheckContext, stop: &AtomicBool) -> Vec<(&'static str, Vec<Finding>)>;
+    /// Applies a reloaded configuration (live).
+    fn reconfigure(&self, cfg: &crate::config::Config);
+}
+
 /// What a finished job reports.
 #[derive(Debug, Clone, Serialize)]
 pub struct JobResult {
@@ -80,6 +97,7 @@ pub struct ScanJobs {
     admission_row: RowHandle,
     latest_scan: Mutex<Option<Timestamp>>,
     hardening: Mutex<Option<serde_json::Value>>,
+    tasks: Mutex<Vec<Arc<dyn ScanTask>>>,
     stop: AtomicBool,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -161,6 +179,7 @@ impl ScanJobs {
             admission_row,
             latest_scan: Mutex::new(latest.and_then(|m| Timestamp::from_microsecond(m).ok())),
             hardening: Mutex::new(hardening.and_then(|s| serde_json::from_str(&s).ok())),
+            tasks: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
         }))
@@ -187,6 +206,38 @@ impl ScanJobs {
             self.threads.lock().push(t);
         }
         Ok(())
+    }
+
+    /// Adds a task to every deep and full scan (before [`ScanJobs::start`]).
+    pub fn add_task(&self, task: Arc<dyn ScanTask>) {
+        self.tasks.lock().push(task);
+    }
+
+    /// Hands a reloaded configuration to every task.
+    pub fn reconfigure_tasks(&self, cfg: &crate::config::Config) {
+        for t in self.tasks.lock().iter() {
+            t.reconfigure(cfg);
+        }
+    }
+
+    /// Submits a check's findings and its completion (the engine resolves what is absent).
+    fn submit(&self, check: &str, findings: &[Finding]) {
+        let messages: Vec<String> = findings.iter().map(|f| f.message.clone()).collect();
+        for f in findings {
+            if !self
+                .engine
+                .submit_wait(Ingest::Finding(Box::new(f.clone())), Duration::from_secs(5))
+            {
+                log::warn!("finding of {check} refused by a full ingest queue");
+            }
+        }
+        self.engine.submit_wait(
+            Ingest::CheckCompleted {
+                check: check.to_string(),
+                messages,
+            },
+            Duration::from_secs(5),
+        );
     }
 
     pub fn latest_scan(&self) -> Option<Timestamp> {
@@ -314,23 +365,31 @@ impl ScanJobs {
                     break;
                 }
                 let findings = super::run_all(std::slice::from_ref(&check), &self.ctx);
-                let messages: Vec<String> = findings.iter().map(|f| f.message.clone()).collect();
-                for f in &findings {
-                    if !self
-                        .engine
-                        .submit_wait(Ingest::Finding(Box::new(f.clone())), Duration::from_secs(5))
-                    {
-                        log::warn!("finding of {} refused by a full ingest queue", check.name);
+                self.submit(check.name, &findings);
+                all.extend(findings);
+            }
+            if matches!(kind, JobKind::Deep | JobKind::Full) {
+                let tasks: Vec<Arc<dyn ScanTask>> = self.tasks.lock().clone();
+                for task in tasks {
+                    if self.stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        task.run(&self.ctx, &self.stop)
+                    }));
+                    match ran {
+                        Ok(results) => {
+                            for (check, findings) in results {
+                                self.submit(check, &findings);
+                                all.extend(findings);
+                            }
+                        }
+                        Err(_) => {
+                            super::context::count(&self.ctx.counters().check_panics, 1);
+                            log::error!("scan task {:?} panicked", task.checks());
+                        }
                     }
                 }
-                self.engine.submit_wait(
-                    Ingest::CheckCompleted {
-                        check: check.name.to_string(),
-                        messages,
-                    },
-                    Duration::from_secs(5),
-                );
-                all.extend(findings);
             }
             if self.stop.load(Ordering::SeqCst) {
                 // Abandoned by shutdown: the record stays `running` and the next start marks

@@ -7,6 +7,15 @@ use super::reader::{Errors, TableReader};
 use crate::mail::archive::ArchiveLimits;
 use crate::mail::clamd::Endpoint;
 use crate::mail::mime::Limits;
+use crate::mail::password::AuditSettings;
+
+/// Default `mail.password_files`: Dovecot passwd-files, cPanel and DirectAdmin shadow files.
+pub const DEFAULT_PASSWORD_FILES: &[&str] = &[
+    "/etc/dovecot/users",
+    "/etc/dovecot/passwd",
+    "/home/*/etc/*/shadow",
+    "/etc/virtual/*/passwd",
+];
 
 /// `[mail]`, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,6 +39,9 @@ pub struct MailConfig {
     pub content_scan: bool,
     pub limits: Limits,
     pub archive: ArchiveLimits,
+    /// The mailbox password audit of the deep scan (`mail.password_*`, `mail.breach_api`):
+    /// applied live by its own reload section `mail.password`, which restarts nothing.
+    pub password: AuditSettings,
 }
 
 impl Default for MailConfig {
@@ -46,6 +58,24 @@ impl Default for MailConfig {
             content_scan: true,
             limits: Limits::default(),
             archive: ArchiveLimits::default(),
+            password: default_password(),
+        }
+    }
+}
+
+fn default_password() -> AuditSettings {
+    AuditSettings {
+        files: DEFAULT_PASSWORD_FILES.iter().map(PathBuf::from).collect(),
+        ..AuditSettings::default()
+    }
+}
+
+impl MailConfig {
+    /// The section without the password audit (what the antivirus reload compares).
+    pub fn antivirus_part(&self) -> MailConfig {
+        MailConfig {
+            password: AuditSettings::default(),
+            ..self.clone()
         }
     }
 }
@@ -121,6 +151,7 @@ pub fn read(root: &mut TableReader<'_>, errs: &mut Errors) -> MailConfig {
         max_ratio: t.int("archive_max_ratio", a.max_ratio as i64, 1, 100_000, errs) as u64,
         max_depth: t.int("archive_max_depth", a.max_depth as i64, 1, 10, errs) as usize,
     };
+    let password = read_password(&mut t, errs);
     t.finish(errs);
     MailConfig {
         enabled,
@@ -134,6 +165,70 @@ pub fn read(root: &mut TableReader<'_>, errs: &mut Errors) -> MailConfig {
         content_scan,
         limits,
         archive,
+        password,
+    }
+}
+
+fn read_password(t: &mut TableReader<'_>, errs: &mut Errors) -> AuditSettings {
+    let d = default_password();
+    let enabled = t.bool("password_audit", d.enabled, errs);
+    let defaults: Vec<&str> = DEFAULT_PASSWORD_FILES.to_vec();
+    let mut files = Vec::new();
+    for (i, p) in t
+        .string_list("password_files", &defaults, errs)
+        .into_iter()
+        .enumerate()
+    {
+        if p.starts_with('/') && !p.contains('\0') {
+            files.push(PathBuf::from(p));
+        } else {
+            errs.push(
+                format!("{}[{i}]", t.key("password_files")),
+                "must be an absolute path or glob",
+            );
+        }
+    }
+    let interval_min = t.int(
+        "password_check_interval_min",
+        d.interval_min as i64,
+        1,
+        525_600,
+        errs,
+    ) as u64;
+    let slow_candidates = t.int(
+        "password_slow_candidates",
+        d.slow_candidates as i64,
+        0,
+        100_000,
+        errs,
+    ) as usize;
+    let scan_minutes = t.int(
+        "password_audit_scan_minutes",
+        d.scan_minutes as i64,
+        1,
+        720,
+        errs,
+    ) as u64;
+    let mut breach_api = t.string("breach_api", "", errs).trim().to_string();
+    if !breach_api.is_empty() {
+        if let Err(e) = super::alerts::validate_webhook_url(&breach_api) {
+            errs.push(t.key("breach_api"), e);
+        } else if breach_api.contains(['?', '#']) {
+            errs.push(
+                t.key("breach_api"),
+                "must be the range endpoint's base URL without a query (the 5-character prefix is appended)",
+            );
+        } else if !breach_api.ends_with('/') {
+            breach_api.push('/');
+        }
+    }
+    AuditSettings {
+        enabled,
+        files,
+        interval_min,
+        slow_candidates,
+        scan_minutes,
+        breach_api,
     }
 }
 
@@ -161,6 +256,33 @@ mod tests {
             .unwrap()
             .clamd_endpoint()
             .is_none());
+    }
+
+    #[test]
+    fn password_audit_keys() {
+        let m = check("").unwrap();
+        assert!(m.password.enabled && m.password.breach_api.is_empty());
+        assert_eq!(m.password.files.len(), 4);
+        assert_eq!(m.password.interval_min, 1440);
+        let m = check("[mail]\npassword_files = [\"/etc/dovecot/users\"]\nbreach_api = \"https://api.pwnedpasswords.com/range\"\npassword_check_interval_min = 60\npassword_audit = false\n").unwrap();
+        assert_eq!(
+            m.password.breach_api,
+            "https://api.pwnedpasswords.com/range/"
+        );
+        assert_eq!(m.password.interval_min, 60);
+        assert!(!m.password.enabled);
+        assert_eq!(m.antivirus_part(), check("").unwrap().antivirus_part());
+        assert!(check("[mail]\nbreach_api = \"http://127.0.0.1:8/range/\"\n").is_ok());
+        let e = check("[mail]\nbreach_api = \"http://breach.example.com/range/\"\npassword_files = [\"users\"]\npassword_check_interval_min = 0\n")
+            .unwrap_err()
+            .join("\n");
+        assert!(e.contains("mail.breach_api"), "{e}");
+        assert!(e.contains("mail.password_files[0]"), "{e}");
+        assert!(e.contains("mail.password_check_interval_min"), "{e}");
+        let e = check("[mail]\nbreach_api = \"https://b.example.com/range?x=1\"\n")
+            .unwrap_err()
+            .join("\n");
+        assert!(e.contains("mail.breach_api"), "{e}");
     }
 
     #[test]

@@ -132,7 +132,8 @@ pub fn run(opts: Options) -> Result<(), String> {
         crate::checks::critical_checks()
             .iter()
             .chain(crate::checks::deep_checks())
-            .map(|c| c.name),
+            .map(|c| c.name)
+            .chain(crate::mail::password::task::CHECKS.iter().copied()),
     );
     let suppressions = crate::findings::suppress::Suppressions::load(store.clone(), clock.clone())
         .map_err(|e| format!("loading suppressions: {e}"))?;
@@ -172,6 +173,13 @@ pub fn run(opts: Options) -> Result<(), String> {
         check_ctx,
         &registry,
     )?;
+    let password_audit = crate::mail::password::PasswordAudit::start(
+        &cfg.mail.password,
+        store.clone(),
+        clock.clone(),
+        &registry,
+    )?;
+    jobs.add_task(password_audit.clone());
     let collectors = Arc::new(collectors::LiveCollectors::start(
         &cfg,
         clock.clone(),
@@ -189,6 +197,20 @@ pub fn run(opts: Options) -> Result<(), String> {
         &components,
         &store,
     );
+    let smtp_egress = {
+        let weak = Arc::downgrade(&engine);
+        crate::mail::egress::start_system(
+            &cfg.engine.checks_root,
+            clock.clone(),
+            &registry,
+            store.clone(),
+            Arc::new(move |f| {
+                if let Some(e) = weak.upgrade() {
+                    e.submit(f);
+                }
+            }),
+        )
+    };
     let events = crate::events::EventBus::new(
         clock.clone(),
         &registry,
@@ -339,9 +361,13 @@ pub fn run(opts: Options) -> Result<(), String> {
     if let Some(m) = mail_log {
         m.stop();
     }
+    if let Some(s) = smtp_egress {
+        s.stop();
+    }
     collectors.stop();
     waf.stop();
     jobs.shutdown(std::time::Duration::from_secs(3));
+    password_audit.shutdown();
     mail.stop();
     engine.shutdown();
     // After the last finding: events written, automatic blocking stopped.

@@ -196,13 +196,21 @@ pub static SECTIONS: &[Section] = &[
     },
     Section {
         name: "mail",
-        changed: |a, b| a.mail != b.mail,
+        changed: |a, b| a.mail.antivirus_part() != b.mail.antivirus_part(),
         apply: |h, c, _| {
             h.app
                 .services
                 .mail
                 .reconfigure(&c.mail)
                 .map_err(|e| format!("mail: {e}"))
+        },
+    },
+    Section {
+        name: "mail.password",
+        changed: |a, b| a.mail.password != b.mail.password,
+        apply: |h, c, _| {
+            h.app.services.jobs.reconfigure_tasks(c);
+            Ok(())
         },
     },
     Section {
@@ -558,6 +566,24 @@ mod tests {
             ("[mail]\narchive_max_files = 5\n", &["mail"]),
             ("[mail]\narchive_max_ratio = 5\n", &["mail"]),
             ("[mail]\narchive_max_depth = 4\n", &["mail"]),
+            ("[mail]\npassword_audit = false\n", &["mail.password"]),
+            (
+                "[mail]\npassword_files = [\"/etc/dovecot/users\"]\n",
+                &["mail.password"],
+            ),
+            (
+                "[mail]\npassword_check_interval_min = 5\n",
+                &["mail.password"],
+            ),
+            ("[mail]\npassword_slow_candidates = 5\n", &["mail.password"]),
+            (
+                "[mail]\npassword_audit_scan_minutes = 5\n",
+                &["mail.password"],
+            ),
+            (
+                "[mail]\nbreach_api = \"https://b.example.com/range/\"\n",
+                &["mail.password"],
+            ),
             ("[alerts]\nmin_severity = \"CRITICAL\"\n", &["alerts"]),
             (
                 "[alerts.webhook]\nurl = \"https://h.example.com/x\"\n",

@@ -3,8 +3,8 @@
 //! in [`clamd`], the daemon's content signatures), the `email_content` check ([`content`]),
 //! the per-message pipeline ([`scanner`]), the mail quarantine ([`quarantine`]) and the
 //! running service ([`service::MailAv`]). The account side: the mail-log reader, per-account
-//! counters, queue and forwarder checks, relay abuse ([`log`]) and the mailbox password
-//! audit ([`password`]).
+//! counters, queue and forwarder checks, relay abuse ([`log`]), direct SMTP egress
+//! ([`egress`]) and the mailbox password audit ([`password`]).
 //!
 //! Files in the MTA's spool are touched only through `crate::sys::dir` (no symlink is
 //! followed beneath the spool root); the staging and quarantine directories are
@@ -14,6 +14,7 @@ pub mod archive;
 pub mod clamd;
 pub mod content;
 pub mod decode;
+pub mod egress;
 pub mod log;
 pub mod mime;
 pub mod password;

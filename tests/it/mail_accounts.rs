@@ -226,6 +226,10 @@ fn live_exim_relay_abuse_and_groups() {
         .unwrap();
     assert_eq!(alice["messages"], 2);
     assert_eq!(alice["relay_mismatches"], 1);
+    // Direct SMTP egress beside the MTA's outbound count (none here: Exim sent it all).
+    assert_eq!(alice["direct_smtp_egress"], 0);
+    let by_sender = d.get("/api/v1/email/groups", READ).expect(200).json();
+    assert!(by_sender["items"][0].get("direct_smtp_egress").is_none());
 
     let findings = wait_until(30, "mail_per_account finding", || {
         let v = d.get("/api/v1/findings", READ).expect(200).json();
@@ -275,4 +279,102 @@ fn live_exim_relay_abuse_and_groups() {
     assert!(caps.to_string().contains("mail.queue.composition.v1"));
     // Without a token: refused.
     d.get("/api/v1/email/groups", "").expect(401);
+}
+
+const JOURNAL_REMOTE: &str = "/lib/systemd/systemd-journal-remote";
+
+/// Writes a journal file into `dir` from (identifier, message) entries stamped now, with
+/// Debian's systemd-journal-remote (export format in, journal file out; no systemd needed).
+fn journal_file(dir: &Path, name: &str, entries: &[(&str, &str)]) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros();
+    let mut export = String::new();
+    for (i, (ident, msg)) in entries.iter().enumerate() {
+        let t = now + i as u128;
+        export.push_str(&format!(
+            "__REALTIME_TIMESTAMP={t}\n__MONOTONIC_TIMESTAMP={t}\n_BOOT_ID=0123456789abcdef0123456789abcdef\nSYSLOG_FACILITY=2\nSYSLOG_IDENTIFIER={ident}\n_PID={}\n_HOSTNAME=mail\nMESSAGE={msg}\n\n",
+            2000 + i
+        ));
+    }
+    let stage = dir.parent().unwrap().join(format!("{name}.export"));
+    std::fs::write(&stage, export).unwrap();
+    let staged = dir.parent().unwrap().join(format!("{name}.journal"));
+    let out = Command::new(JOURNAL_REMOTE)
+        .arg(format!("--output={}", staged.display()))
+        .arg(&stage)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Moved in whole, so journalctl's watch sees a complete file appear.
+    std::fs::rename(&staged, dir.join(format!("{name}.journal"))).unwrap();
+}
+
+/// Without a mail log file the reader follows the systemd journal (`journalctl -o json -f`
+/// on the journal directory under `checks.root`): Postfix entries written to the journal
+/// become a relay-abuse item, and status shows `mail.journal_source` instead of
+/// `mail.file_source`.
+#[test]
+fn journal_source_when_there_is_no_mail_log_file() {
+    for tool in ["/usr/bin/journalctl", JOURNAL_REMOTE] {
+        if !Path::new(tool).exists() {
+            assert!(
+                std::env::var("CI").map_or(true, |v| v != "true"),
+                "{tool} is required in CI (systemd, systemd-journal-remote)"
+            );
+            eprintln!("skipping: {tool} not installed");
+            return;
+        }
+    }
+    let dir = temp_dir("mail-journal");
+    let root = dir.join("fixture");
+    let jdir = root.join("var/log/journal");
+    std::fs::create_dir_all(&jdir).unwrap();
+    journal_file(&jdir, "boot", &[("kernel", "booted")]);
+    let state = dir.join("state");
+    let config = dir.join("svc.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}[logs]\nauth = []\n[files]\nwatch = []\n[checks]\ncritical_interval_min = 0\ndeep_interval_min = 0\nroot = {root:?}\n",
+            base_config(&state),
+            root = root.display().to_string()
+        ),
+    )
+    .unwrap();
+    let d = Daemon::start_with(dir.clone(), config, state, &[]);
+    let row = wait_until(20, "mail.journal_source attached", || {
+        let s = d.get("/api/v1/status", READ).expect(200).json();
+        s["queues"].get("mail.journal_source").cloned()
+    });
+    assert_eq!(row["depth_unavailable"], true, "{row}");
+    assert_eq!(row["capacity_unavailable"], true, "{row}");
+    let s = d.get("/api/v1/status", READ).expect(200).json();
+    assert!(s["queues"].get("mail.file_source").is_none());
+    assert!(s["queues"].get("mail.delivery").is_some());
+    // Direct SMTP egress sampling runs beside the reader: its reverse-DNS row is there.
+    assert_eq!(s["queues"]["smtp_rdns.resolves"]["capacity"], 64);
+    // journalctl sets up its watch after it starts.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    journal_file(
+        &jdir,
+        "mail",
+        &[
+            ("postfix/smtpd", "4ChQ1g3Rmtz9tXm: client=unknown[203.0.113.5], sasl_method=LOGIN, sasl_username=alice@example.com"),
+            ("postfix/qmgr", "4ChQ1g3Rmtz9tXm: from=<ceo@bank.example>, size=700, nrcpt=1 (queue active)"),
+            ("postfix/smtp", "4ChQ1g3Rmtz9tXm: to=<victim@example.org>, relay=mx.example.org[198.51.100.7]:25, delay=0.5, delays=0.1/0/0.2/0.2, dsn=2.0.0, status=sent (250 2.0.0 Ok)"),
+            ("sshd", "Accepted password for root from 203.0.113.5"),
+        ],
+    );
+    let abuse = wait_until(30, "relay abuse from the journal", || {
+        let v = d.get("/api/v1/email/relay-abuse", READ).expect(200).json();
+        (v["total"] == 1).then_some(v)
+    });
+    assert_eq!(abuse["items"][0]["auth_user"], "alice@example.com");
+    assert_eq!(abuse["items"][0]["sender_domain"], "bank.example");
 }

@@ -24,6 +24,7 @@ mod injection;
 mod lifecycle;
 mod mail;
 mod mail_accounts;
+mod mail_password;
 mod persist;
 mod quarantine;
 mod reload;

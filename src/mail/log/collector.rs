@@ -36,6 +36,7 @@ use crate::store::mail_accounts::MailWrite;
 use crate::store::Store;
 use crate::watch::tail::{file_source_row, Follower, LineHandler, WakeHandle};
 
+use super::journal::{JournalSettings, JournalSource};
 use super::ledger::{Ledger, LedgerSettings};
 use super::parse::{parse_line, Mta};
 use super::queue;
@@ -67,12 +68,15 @@ impl QueueSettings {
     /// The MTA of `paths` (Exim when a path names it, else Postfix) and its listing
     /// program when installed.
     pub fn detect(paths: &[PathBuf], size_limit: u64) -> Option<QueueSettings> {
-        let exim = paths.iter().any(|p| p.to_string_lossy().contains("exim"));
+        const EXIM: &[&str] = &["/usr/sbin/exim", "/usr/sbin/exim4", "/usr/bin/exim"];
+        // Without a log path (the journal source): whichever MTA is installed.
+        let exim = if paths.is_empty() {
+            EXIM.iter().any(|p| Path::new(p).is_file())
+        } else {
+            paths.iter().any(|p| p.to_string_lossy().contains("exim"))
+        };
         let (mta, programs): (Mta, &[&str]) = if exim {
-            (
-                Mta::Exim,
-                &["/usr/sbin/exim", "/usr/sbin/exim4", "/usr/bin/exim"],
-            )
+            (Mta::Exim, EXIM)
         } else {
             (Mta::Postfix, &["/usr/sbin/postqueue", "/usr/bin/postqueue"])
         };
@@ -164,17 +168,26 @@ impl fmt::Display for StartError {
 
 impl std::error::Error for StartError {}
 
+/// Where the lines come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Log files (row `mail.file_source`).
+    Files(Vec<PathBuf>),
+    /// The systemd journal (row `mail.journal_source`).
+    Journal(JournalSettings),
+}
+
 /// A running mail-log collector.
 pub struct MailLogCollector {
     engine: Arc<Engine>,
     stop: Arc<AtomicBool>,
-    wake: WakeHandle,
+    wake: Option<WakeHandle>,
     reader: Option<JoinHandle<()>>,
     writer: Option<JoinHandle<()>>,
     sampler: Option<JoinHandle<()>>,
     queue: BoundedQueue<Vec<MailWrite>>,
     paths: Vec<PathBuf>,
-    _rows: [RowHandle; 2],
+    _rows: Vec<RowHandle>,
 }
 
 impl MailLogCollector {
@@ -191,44 +204,109 @@ impl MailLogCollector {
         components: &Components,
         store: &Store,
     ) -> Result<MailLogCollector, StartError> {
-        let health = file_source_row(clock.clone());
-        let file_row = registry
-            .register(FILE_ROW, health.clone())
-            .map_err(|e| StartError::Row(format!("{FILE_ROW}: {e:?}")))?;
+        Self::start_from(
+            Source::Files(paths.to_vec()),
+            settings,
+            queue_settings,
+            tz,
+            clock,
+            engine,
+            registry,
+            components,
+            store,
+        )
+    }
+
+    /// Starts reading `source`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_from(
+        source: Source,
+        settings: LedgerSettings,
+        queue_settings: Option<QueueSettings>,
+        tz: TimeZone,
+        clock: SharedClock,
+        engine: &Arc<Engine>,
+        registry: &Arc<Registry>,
+        components: &Components,
+        store: &Store,
+    ) -> Result<MailLogCollector, StartError> {
+        let mut rows = Vec::new();
         let queue = BoundedQueue::new(
             clock.clone(),
             RowConfig::new("records").capacity(DELIVERY_SLOTS),
         )
         .map_err(|e| StartError::Row(format!("{DELIVERY_ROW}: {e}")))?;
-        let delivery_row = registry
-            .register(DELIVERY_ROW, queue.health().clone())
-            .map_err(|e| StartError::Row(format!("{DELIVERY_ROW}: {e:?}")))?;
-        let component = components.add(COMPONENT, "log_watcher");
-        component.set_detail(
-            paths
-                .iter()
-                .map(|p| crate::text::escape_path(p).into_owned())
-                .collect::<Vec<_>>()
-                .join(", "),
+        rows.push(
+            registry
+                .register(DELIVERY_ROW, queue.health().clone())
+                .map_err(|e| StartError::Row(format!("{DELIVERY_ROW}: {e:?}")))?,
         );
         let handler = Handler {
             ledger: Ledger::new(settings, clock.clone(), tz),
             queue: queue.clone(),
             limiter: LogLimiter::per_minute(clock.clone()),
         };
-        let follower = Follower::new(
-            "mail log",
-            KEY_PREFIX,
-            paths,
-            WINDOW,
-            handler,
-            store,
-            engine.clone(),
-            health,
-            component,
-            clock.clone(),
-        )
-        .map_err(StartError::Io)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let (paths, wake, reader) = match source {
+            Source::Files(paths) => {
+                let health = file_source_row(clock.clone());
+                rows.push(
+                    registry
+                        .register(FILE_ROW, health.clone())
+                        .map_err(|e| StartError::Row(format!("{FILE_ROW}: {e:?}")))?,
+                );
+                let component = components.add(COMPONENT, "log_watcher");
+                component.set_detail(
+                    paths
+                        .iter()
+                        .map(|p| crate::text::escape_path(p).into_owned())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                );
+                let follower = Follower::new(
+                    "mail log",
+                    KEY_PREFIX,
+                    &paths,
+                    WINDOW,
+                    handler,
+                    store,
+                    engine.clone(),
+                    health,
+                    component,
+                    clock.clone(),
+                )
+                .map_err(StartError::Io)?;
+                let wake = Some(follower.wake_handle());
+                let reader = std::thread::Builder::new()
+                    .name("mail-log".into())
+                    .spawn(move || {
+                        follower.run(&flag);
+                    })
+                    .map_err(StartError::Io)?;
+                (paths, wake, reader)
+            }
+            Source::Journal(js) => {
+                let component = components.add(COMPONENT, "log_watcher");
+                component.set_detail("systemd journal (SYSLOG_FACILITY=2)".to_string());
+                let e = engine.clone();
+                let mut source = JournalSource::new(
+                    js,
+                    handler,
+                    store.clone(),
+                    Arc::new(move |f| {
+                        e.submit(f);
+                    }),
+                    clock.clone(),
+                    registry.clone(),
+                );
+                let reader = std::thread::Builder::new()
+                    .name("mail-journal".into())
+                    .spawn(move || source.run(&flag))
+                    .map_err(StartError::Io)?;
+                (Vec::new(), None, reader)
+            }
+        };
         let writer = {
             let queue = queue.clone();
             let store = store.clone();
@@ -238,15 +316,6 @@ impl MailLogCollector {
                 .spawn(move || write_loop(&queue, &store, &limiter))
                 .map_err(StartError::Io)?
         };
-        let stop = Arc::new(AtomicBool::new(false));
-        let wake = follower.wake_handle();
-        let flag = stop.clone();
-        let reader = std::thread::Builder::new()
-            .name("mail-log".into())
-            .spawn(move || {
-                follower.run(&flag);
-            })
-            .map_err(StartError::Io)?;
         let sampler = match queue_settings {
             Some(qs) => {
                 let (queue, engine, stop, clock) =
@@ -268,19 +337,21 @@ impl MailLogCollector {
             writer: Some(writer),
             sampler,
             queue,
-            paths: paths.to_vec(),
-            _rows: [file_row, delivery_row],
+            paths,
+            _rows: rows,
         })
     }
 
-    /// The followed files.
+    /// The followed files (none for the journal).
     pub fn paths(&self) -> &[PathBuf] {
         &self.paths
     }
 
     fn shutdown(&mut self) {
         self.stop.store(true, Ordering::Release);
-        self.wake.wake();
+        if let Some(w) = &self.wake {
+            w.wake();
+        }
         if let Some(t) = self.reader.take() {
             let _ = t.join();
         }
@@ -324,17 +395,24 @@ pub fn start_configured(
     store: &Store,
 ) -> Option<MailLogCollector> {
     let paths = detect_logs(&cfg.engine.mail_logs, &cfg.engine.checks_root);
-    if paths.is_empty() {
-        log::info!("mail log: no MTA log found (logs.mail is empty); the reader is off");
+    let source = if !paths.is_empty() {
+        Source::Files(paths.clone())
+    } else if let Some(js) = JournalSettings::detect(&cfg.engine.checks_root) {
+        log::info!("mail log: no MTA log file found; reading the systemd journal (mail facility)");
+        Source::Journal(js)
+    } else {
+        log::info!(
+            "mail log: no MTA log found (logs.mail is empty) and no systemd journal; the reader is off"
+        );
         return None;
-    }
+    };
     let settings = LedgerSettings {
         hourly_limit: cfg.engine.mail_per_account_hourly,
         auth_failures: cfg.engine.mail_auth_failures,
     };
     let queue_settings = QueueSettings::detect(&paths, cfg.engine.mail_queue_size);
-    match MailLogCollector::start(
-        &paths,
+    match MailLogCollector::start_from(
+        source,
         settings,
         queue_settings,
         tz,

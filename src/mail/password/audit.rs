@@ -31,7 +31,7 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use sha2::{Digest as _, Sha256};
@@ -91,7 +91,7 @@ impl Default for AuditSettings {
             files: Vec::new(),
             interval_min: 1440,
             slow_candidates: 500,
-            scan_minutes: 30,
+            scan_minutes: 10,
             breach_api: String::new(),
         }
     }
@@ -124,6 +124,8 @@ pub struct RunStats {
     pub incomplete: usize,
     pub temporary: usize,
     pub hashes_tried: u64,
+    /// The run did not happen (its records could not be read): nothing changed.
+    pub skipped: bool,
 }
 
 /// The auditor: one per daemon.
@@ -260,6 +262,7 @@ impl Auditor {
             Err(e) => {
                 ::log::warn!("password audit: cannot read its records: {e}; audit skipped");
                 let weak = self.last_weak.lock().clone().unwrap_or_default();
+                stats.skipped = true;
                 return (weak, stats);
             }
         };
@@ -460,8 +463,9 @@ impl Auditor {
         let outcomes: Mutex<Vec<Outcome>> = Mutex::new(vec![Outcome::Temporary; n]);
         let next = AtomicUsize::new(0);
         let tried = std::sync::atomic::AtomicU64::new(0);
-        let scan_deadline =
-            Instant::now() + Duration::from_secs(settings.scan_minutes.saturating_mul(60));
+        let scan_deadline = self.pool.deadline_after(Duration::from_secs(
+            settings.scan_minutes.saturating_mul(60),
+        ));
         let breach =
             (!settings.breach_api.is_empty()).then(|| BreachApi::new(&settings.breach_api));
         let year = self.clock.now().to_zoned(jiff::tz::TimeZone::UTC).year();
@@ -469,7 +473,7 @@ impl Auditor {
         std::thread::scope(|s| {
             for _ in 0..CONCURRENT_AUDITS.min(n) {
                 s.spawn(|| loop {
-                    if cancel.load(Ordering::Acquire) || Instant::now() >= scan_deadline {
+                    if cancel.load(Ordering::Acquire) || self.pool.now_nanos() >= scan_deadline {
                         return;
                     }
                     let k = next.fetch_add(1, Ordering::AcqRel);
@@ -496,7 +500,7 @@ impl Auditor {
         e: &Entry,
         settings: &AuditSettings,
         cancel: &AtomicBool,
-        scan_deadline: Instant,
+        scan_deadline: i64,
         year: i16,
         breach: Option<&BreachApi>,
     ) -> (Outcome, u64) {
@@ -527,8 +531,9 @@ impl Auditor {
         let stored = Arc::new(stored);
         let batch = HashPool::batch_len(&stored);
         guard.set_phase(Phase::Processing);
-        let deadline = (Instant::now() + AUDIT_BUDGET).min(scan_deadline.max(Instant::now()));
-        let budget_end = Instant::now() + AUDIT_BUDGET;
+        // Deadlines on the pool's clock (monotonic nanoseconds; injected in tests).
+        let budget_end = self.pool.deadline_after(AUDIT_BUDGET);
+        let deadline = budget_end.min(scan_deadline.max(self.pool.now_nanos()));
         let mut start = 0;
         let mut tried = 0u64;
         let total = candidates.len();
@@ -554,7 +559,7 @@ impl Auditor {
                     return (Outcome::Temporary, tried);
                 }
                 Checked::Deadline => {
-                    if Instant::now() >= budget_end {
+                    if self.pool.now_nanos() >= budget_end {
                         guard.lose();
                         return (
                             Outcome::Incomplete(format!(

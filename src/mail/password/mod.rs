@@ -15,6 +15,7 @@ pub mod files;
 mod md5crypt;
 pub mod pool;
 pub mod scheme;
+pub mod task;
 pub mod verify;
 
 #[cfg(test)]
@@ -26,4 +27,5 @@ pub use audit::{
 pub use md5crypt::md5_crypt_hash;
 pub use pool::{HashPool, HASHES_ROW, HASH_SLOTS, WAITING_ROW};
 pub use scheme::{parse, Field, FormatError, Stored};
+pub use task::PasswordAudit;
 pub use verify::{verify, MAX_CANDIDATE_BYTES};

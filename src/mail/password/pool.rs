@@ -18,7 +18,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use parking_lot::{Condvar, Mutex};
@@ -75,6 +75,8 @@ pub struct HashPool {
     hashes: Arc<QueueHealth>,
     waiting: Arc<QueueHealth>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Deadlines are monotonic nanoseconds on this clock (injected in tests).
+    clock: SharedClock,
     _rows: Vec<RowHandle>,
 }
 
@@ -90,7 +92,7 @@ impl HashPool {
         );
         let mut wcfg = RowConfig::new("callers").lag_basis(LagBasis::OperationProgress);
         wcfg.capacity = None;
-        let waiting = QueueHealth::new(clock, wcfg);
+        let waiting = QueueHealth::new(clock.clone(), wcfg);
         let rows = vec![
             registry
                 .register(HASHES_ROW, hashes.clone())
@@ -121,6 +123,7 @@ impl HashPool {
             hashes,
             waiting,
             threads: Mutex::new(threads),
+            clock,
             _rows: rows,
         }))
     }
@@ -130,20 +133,32 @@ impl HashPool {
         (BATCH_UNITS / stored.cost_units().max(1)).clamp(1, 4096) as usize
     }
 
+    /// The deadline `d` from now, in the pool clock's monotonic nanoseconds.
+    pub fn deadline_after(&self, d: Duration) -> i64 {
+        let nanos = i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
+        self.clock.monotonic_nanos().saturating_add(nanos)
+    }
+
+    /// Monotonic nanoseconds of the pool's clock.
+    pub fn now_nanos(&self) -> i64 {
+        self.clock.monotonic_nanos()
+    }
+
     /// Calculations running now (tests, benchmarks).
     pub fn running(&self) -> u64 {
         self.hashes.snapshot().running
     }
 
     /// Checks candidates `range` against `stored` on one slot. Waits for a slot and then for
-    /// the batch, each until `cancel` is set or `deadline` passes.
+    /// the batch, each until `cancel` is set or `deadline` (monotonic nanoseconds of the
+    /// pool's clock, see [`HashPool::deadline_after`]) passes.
     pub fn check(
         &self,
         stored: &Arc<Stored>,
         candidates: &Arc<Candidates>,
         range: Range<usize>,
         cancel: &AtomicBool,
-        deadline: Instant,
+        deadline: i64,
     ) -> Checked {
         // Take a slot.
         {
@@ -155,8 +170,7 @@ impl HashPool {
                     ticket.withdraw();
                     return Checked::Cancelled;
                 }
-                let now = Instant::now();
-                if now >= deadline {
+                if self.clock.monotonic_nanos() >= deadline {
                     drop(free);
                     ticket.withdraw();
                     return Checked::Deadline;
@@ -165,7 +179,7 @@ impl HashPool {
                     *free -= 1;
                     break;
                 }
-                let _ = self.slots.cv.wait_for(&mut free, POLL.min(deadline - now));
+                let _ = self.slots.cv.wait_for(&mut free, POLL);
             }
             drop(free);
             ticket.finish();
@@ -199,7 +213,7 @@ impl HashPool {
                 abandoned.store(true, Ordering::Release);
                 return Checked::Cancelled;
             }
-            if Instant::now() >= deadline {
+            if self.clock.monotonic_nanos() >= deadline {
                 abandoned.store(true, Ordering::Release);
                 return Checked::Deadline;
             }

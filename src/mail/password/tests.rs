@@ -522,4 +522,65 @@ mod audit {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
+
+    #[test]
+    fn an_audit_over_its_budget_on_the_injected_clock_is_incomplete_and_others_continue() {
+        let rig = Rig::new("budget");
+        let Some(h) = argon2_cli(
+            "-id",
+            "saltsalt",
+            &["-k", "65536", "-t", "4", "-p", "1"],
+            "nope-nope",
+        ) else {
+            return;
+        };
+        use md5::Digest;
+        rig.write(&format!(
+            "slow@example.com:{{ARGON2ID}}{h}\nweak@example.com:{{PLAIN-MD5}}{:x}\n",
+            md5::Md5::digest(b"password1")
+        ));
+        let auditor = rig.auditor.clone();
+        let settings = rig.settings();
+        let ctx = CheckContext::builder(rig.clock.clone()).build();
+        let t = std::thread::spawn(move || {
+            let (weak, stats) = auditor.run(&ctx, &settings, &AtomicBool::new(false));
+            (weak, stats, auditor.last_incomplete().unwrap())
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while rig.pool.running() == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no calculation started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // Five minutes and a second pass on the daemon's clock: no real waiting.
+        rig.clock.advance_secs(301);
+        let (weak, stats, inc) = t.join().unwrap();
+        assert_eq!(
+            weak.iter().map(|f| f.message.as_str()).collect::<Vec<_>>(),
+            ["mailbox weak@example.com has a weak password"]
+        );
+        assert_eq!(inc.len(), 1);
+        assert_eq!(
+            inc[0].message,
+            "password audit of mailbox slow@example.com incomplete"
+        );
+        assert!(
+            inc[0].details.contains("5-minute budget"),
+            "{}",
+            inc[0].details
+        );
+        assert_eq!((stats.incomplete, stats.weak), (1, 1));
+        let rows = rig.registry.snapshot();
+        assert_eq!(rows["email_password.mailboxes"].dropped_total, 1);
+        // Not recorded as audited: it waits for the retry interval, then is tried again.
+        let (_, inc2, st) = rig.run();
+        assert_eq!((inc2.len(), st.skipped_by_interval), (1, 1));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while rig.pool.running() > 0 {
+            assert!(std::time::Instant::now() < deadline);
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
 }

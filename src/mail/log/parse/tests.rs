@@ -283,3 +283,116 @@ fn garbage_never_panics() {
         }
     }
 }
+
+/// Lines captured from Debian's Postfix 3.7 (the `postfix` package unpacked beside this
+/// host's Exim and run on loopback with its own configuration, `maillog_file`, and
+/// `smtp-sink` next hops that accept, hard-reject and soft-reject), not hand-written.
+const POSTFIX_CAPTURED: &str = include_str!("../fixtures/postfix-captured.log");
+
+#[test]
+fn postfix_captured_from_the_debian_package() {
+    let ev = events(POSTFIX_CAPTURED);
+    let first = parse_line(POSTFIX_CAPTURED.lines().nth(1).unwrap()).unwrap();
+    assert_eq!(first.mta, Mta::Postfix);
+    assert_eq!(
+        ev[0],
+        MailEvent::Received {
+            queue_id: "A06C79BA087",
+            sender: None,
+            auth: None,
+            client: v4("127.0.0.1"),
+            local_user: None,
+            recipients: None,
+            bounce_of: None,
+        }
+    );
+    assert_eq!(
+        ev[1],
+        MailEvent::Received {
+            queue_id: "A06C79BA087",
+            sender: Some("alice@example.net"),
+            auth: None,
+            client: None,
+            local_user: None,
+            recipients: Some(3),
+            bounce_of: None,
+        }
+    );
+    let deliveries: Vec<_> = ev
+        .iter()
+        .filter_map(|e| match e {
+            MailEvent::Delivery {
+                queue_id,
+                outcome,
+                recipient,
+                original,
+                remote,
+            } => Some((*queue_id, *outcome, *recipient, *original, *remote)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        deliveries,
+        [
+            ("A06C79BA087", Outcome::Sent, "bob@example.org", None, false),
+            (
+                "A06C79BA087",
+                Outcome::Bounced,
+                "carol@bounce.example",
+                None,
+                false
+            ),
+            (
+                "A06C79BA087",
+                Outcome::Deferred,
+                "dave@defer.example",
+                None,
+                false
+            ),
+            (
+                "ACD649BA08D",
+                Outcome::Sent,
+                "alice@example.net",
+                None,
+                false
+            ),
+            (
+                "AB3129BA08B",
+                Outcome::Sent,
+                "victim@example.org",
+                None,
+                false
+            ),
+            (
+                "AF1A59BA08A",
+                Outcome::Sent,
+                "someone@example.org",
+                Some("fwd@example.com"),
+                false
+            ),
+            (
+                "A06C79BA087",
+                Outcome::Deferred,
+                "dave@defer.example",
+                None,
+                false
+            ),
+        ],
+        "a loopback next hop is not a remote delivery"
+    );
+    // The bounce Postfix generated has the null sender.
+    assert!(ev.contains(&MailEvent::Received {
+        queue_id: "ACD649BA08D",
+        sender: Some(""),
+        auth: None,
+        client: None,
+        local_user: None,
+        recipients: Some(1),
+        bounce_of: None,
+    }));
+    let completed = ev
+        .iter()
+        .filter(|e| matches!(e, MailEvent::Completed { .. }))
+        .count();
+    assert_eq!(completed, 3);
+}
