@@ -15,6 +15,7 @@
 
 pub mod alerts;
 pub mod api;
+pub mod challenge;
 pub mod checks;
 pub mod cli;
 pub mod clock;

@@ -10,6 +10,7 @@ mod accounts;
 pub mod audit;
 pub mod auth;
 mod backups;
+mod challenge;
 pub mod capabilities;
 pub mod csv;
 mod data;
@@ -75,6 +76,8 @@ pub struct Services {
     pub waf: Arc<crate::waf::service::WafService>,
     /// Threat intelligence: attack database, verdicts, automatic blocks, undo.
     pub threat: Arc<crate::threat::Threat>,
+    /// The proof-of-work challenge while `challenge.enabled`.
+    pub challenge: Option<Arc<crate::challenge::Challenge>>,
 }
 
 pub use firewall::control as firewall_control;

@@ -7,6 +7,7 @@
 //! - Loading never logs a secret; errors name keys, never token values.
 
 pub mod alerts;
+pub mod challenge;
 pub mod firewall;
 pub mod geoip;
 pub mod live;
@@ -267,6 +268,8 @@ pub struct Config {
     pub threat: threat::ThreatConfig,
     /// `[reputation]`: verdict sources beyond the local attack database.
     pub reputation: threat::ReputationConfig,
+    /// `[challenge]`: the proof-of-work challenge.
+    pub challenge: challenge::ChallengeConfig,
 }
 
 impl Config {
@@ -380,6 +383,7 @@ pub fn from_table(
     let firewall = firewall::read(&mut r, &mut errs);
     let mail = mail::read(&mut r, &mut errs);
     let waf = waf::read(&mut r, &mut errs);
+    let challenge = challenge::read(&mut r, &mut errs);
     r.finish(&mut errs);
 
     if !errs.0.is_empty() {
@@ -401,6 +405,7 @@ pub fn from_table(
         waf,
         threat,
         reputation,
+        challenge,
     })
 }
 

@@ -66,6 +66,14 @@ pub trait Exemption: Send + Sync {
     fn exempt(&self, ip: IpAddr) -> Option<String>;
 }
 
+/// Routes an address about to be blocked to another response (the proof-of-work
+/// challenge, `crate::challenge`) instead of a block.
+pub trait Diversion: Send + Sync {
+    /// True when `ip`, about to be blocked for `check` (a check name, or `ip_reputation` /
+    /// `local_threat_score` for verdict scores), was taken over.
+    fn divert(&self, ip: IpAddr, check: &str) -> bool;
+}
+
 /// Why an address is a candidate.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Trigger {
@@ -75,6 +83,8 @@ pub enum Trigger {
     Evidence,
     /// A finding of a check that reports an attacker address.
     Finding(String),
+    /// The challenge escalates an address routed for this check: block, never divert.
+    Challenge(String),
 }
 
 pub(crate) struct Candidate {
@@ -123,6 +133,7 @@ pub struct AutoBlock {
     undo: Arc<Undo>,
     digest: Arc<Digest>,
     exemptions: Arc<RwLock<Vec<Arc<dyn Exemption>>>>,
+    diversion: RwLock<Option<Arc<dyn Diversion>>>,
     settings: RwLock<Settings>,
     queue: BoundedQueue<Candidate>,
     _waiting_row: RowHandle,
@@ -238,6 +249,7 @@ impl AutoBlock {
             undo: d.undo,
             digest: d.digest,
             exemptions: d.exemptions,
+            diversion: RwLock::new(None),
             settings: RwLock::new(settings),
             queue,
             _waiting_row: waiting_row,
@@ -258,6 +270,11 @@ impl AutoBlock {
 
     pub fn settings(&self) -> Settings {
         self.settings.read().clone()
+    }
+
+    /// Sets the routing hook (the proof-of-work challenge).
+    pub fn set_diversion(&self, d: Arc<dyn Diversion>) {
+        *self.diversion.write() = Some(d);
     }
 
     /// Offers a candidate (never waits; a full queue counts a loss on `auto_block.waiting`).
@@ -371,7 +388,14 @@ impl AutoBlock {
                     done.push(ip);
                     continue;
                 }
+                let diversion = self.diversion.read().clone();
+                let divert = |check: &str| diversion.as_ref().is_some_and(|d| d.divert(ip, check));
                 let reason = match trigger {
+                    Trigger::Finding(check) if divert(check) => {
+                        done.push(ip);
+                        continue;
+                    }
+                    Trigger::Challenge(check) => format!("auto: {check}, challenge not solved"),
                     Trigger::Finding(check) => {
                         let score = self
                             .db
@@ -384,6 +408,10 @@ impl AutoBlock {
                         let v = self.agg.verdict(ip, Some(budget.clone()));
                         if v.blocked || v.score < settings.block_score {
                             self.counters.below_score.fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        }
+                        if divert(score_check(&v)) {
+                            done.push(ip);
                             continue;
                         }
                         format!("auto: {} verdict score {}", v.verdict, v.score)
@@ -578,5 +606,20 @@ impl AutoBlock {
     /// Whether the firewall only records (auto_response.dry_run).
     pub fn dry_run(&self) -> bool {
         self.firewall.dry_run()
+    }
+}
+
+/// The signal a verdict score stands for: `local_threat_score` when the strongest
+/// answered source is local (the attack database, GeoIP), else `ip_reputation`.
+pub fn score_check(v: &super::verdict::Verdict) -> &'static str {
+    let top = v
+        .lines
+        .iter()
+        .filter(|l| l.answer.status == super::verdict::Status::Ok)
+        .filter_map(|l| l.answer.score.map(|s| (l.weight * f64::from(s), l.name)))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match top {
+        Some((_, "local_db" | "geoip")) | None => "local_threat_score",
+        Some(_) => "ip_reputation",
     }
 }
