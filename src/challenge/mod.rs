@@ -530,10 +530,18 @@ impl Challenge {
         }
         let addrs = self.pending_addresses();
         let cfg = self.settings.read().cfg.clone();
+        // The first write compares with what the web server loaded before this start.
+        let last_addrs = if last_at == i64::MIN {
+            crate::fsutil::read_daemon_string(&webserver::nginx_map_path(&cfg))
+                .map(|t| webserver::parse_map(&t))
+                .unwrap_or_default()
+        } else {
+            last_addrs
+        };
         match webserver::write_maps(&cfg, &addrs) {
             Ok(()) => {
                 self.counters.map_writes.fetch_add(1, Ordering::Relaxed);
-                if addrs != last_addrs && last_at != i64::MIN {
+                if addrs != last_addrs {
                     self.reload_due.store(true, Ordering::SeqCst);
                 }
                 *self.last_map.lock() = (now, addrs);

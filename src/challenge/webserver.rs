@@ -277,6 +277,47 @@ pub fn map_age(c: &ChallengeConfig, now: i64) -> Option<i64> {
     Some((now - t).max(0))
 }
 
+/// The `svc doctor` check `webserver_integration`: (`ok` or `warning`, detail). `ok` when
+/// a server's snippets are installed and the map is fresh.
+pub fn doctor(c: &ChallengeConfig, now: i64) -> (&'static str, String) {
+    let st = status(c);
+    let installed: Vec<&str> = st
+        .iter()
+        .filter(|s| s.state == "installed")
+        .map(|s| s.server)
+        .collect();
+    let map = match map_age(c, now) {
+        Some(a) if a <= MAP_STALE_SECS => None,
+        Some(a) => Some(format!(
+            "the map {} is {a} s old",
+            nginx_map_path(c).display()
+        )),
+        None => Some(format!(
+            "the map {} is missing",
+            nginx_map_path(c).display()
+        )),
+    };
+    if installed.is_empty() {
+        return (
+            "warning",
+            "no web server sends challenged addresses to the challenge (run svc webserver-integration install)".into(),
+        );
+    }
+    let outdated: Vec<&str> = st
+        .iter()
+        .filter(|s| s.state == "outdated")
+        .map(|s| s.server)
+        .collect();
+    match (map, outdated.is_empty()) {
+        (Some(m), _) => ("warning", m),
+        (None, false) => (
+            "warning",
+            format!("snippets of {} differ from the configuration (run svc webserver-integration install)", outdated.join(", ")),
+        ),
+        (None, true) => ("ok", format!("{} installed; map fresh", installed.join(", "))),
+    }
+}
+
 /// Addresses listed in a map file's text (`<address> 1` or `<address> 1;` lines; others
 /// ignored): what the web server sees.
 pub fn parse_map(text: &str) -> Vec<IpAddr> {

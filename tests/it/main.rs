@@ -11,6 +11,7 @@ mod common;
 mod apisec;
 mod auth;
 mod authlog;
+mod challenge;
 mod data;
 mod engine;
 mod events;
