@@ -4,7 +4,7 @@
 //! every other key applies live on reload.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use toml::Value;
 
@@ -142,7 +142,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
 fn path(
     t: &mut TableReader<'_>,
     key: &'static str,
-    default: &PathBuf,
+    default: &Path,
     errs: &mut Errors,
 ) -> PathBuf {
     let v = t.string(key, &default.to_string_lossy(), errs);
@@ -151,7 +151,7 @@ fn path(
             t.key(key),
             "must be an absolute path without quotes or newlines",
         );
-        return default.clone();
+        return default.to_path_buf();
     }
     PathBuf::from(v)
 }

@@ -441,14 +441,25 @@ fn challenge_diverts_escalates_and_exempts() {
     ab.offer(b, T::Finding("xmlrpc_abuse".into()));
     ab.offer(s, T::Finding("ssh_bruteforce".into()));
     super::wait_for(|| c.pending_count() == 2 && r.block(s).is_some());
-    assert!(r.block(a).is_none() && r.block(b).is_none(), "diverted, not blocked");
+    assert!(
+        r.block(a).is_none() && r.block(b).is_none(),
+        "diverted, not blocked"
+    );
     // b solves the challenge: exempt from now on.
     let (nonce, bits) = c.issue(b).unwrap();
     let counter = pow::solve(&nonce, bits).to_string();
     c.verify(b, &pow::Proof { nonce, counter }).unwrap();
-    let exempt = ab.counters.exempt.load(std::sync::atomic::Ordering::Relaxed);
+    let exempt = ab
+        .counters
+        .exempt
+        .load(std::sync::atomic::Ordering::Relaxed);
     ab.offer(b, T::Finding("xmlrpc_abuse".into()));
-    super::wait_for(|| ab.counters.exempt.load(std::sync::atomic::Ordering::Relaxed) > exempt);
+    super::wait_for(|| {
+        ab.counters
+            .exempt
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > exempt
+    });
     // 30 minutes later a is escalated to a hard block through the auto-block path.
     r.clock.advance_secs(29 * 60);
     c.tick();
