@@ -61,7 +61,7 @@ impl ChallengeHandler {
         };
         match self.challenge.verify(ip, &proof) {
             Ok((cookie, max_age)) => {
-                log::info!("challenge: {ip} solved the challenge");
+                self.challenge.log_solved(ip);
                 Response::json(200, &serde_json::json!({ "ok": true })).with_header(
                     "Set-Cookie",
                     format!(

@@ -425,6 +425,17 @@ impl Challenge {
         Ok((pow::cookie_value(&self.secret, ip, expiry), allow_secs))
     }
 
+    /// Logs a solved challenge (client-triggered: at most one line a minute, with the
+    /// count held back).
+    pub fn log_solved(&self, ip: IpAddr) {
+        if let Some(n) = self.logs.admit("challenge_solved", "") {
+            log::info!(
+                "challenge: {ip} solved the challenge{}",
+                crate::lograte::held_back_suffix(n)
+            );
+        }
+    }
+
     /// Whether `cookie` is a valid cookie of `ip` now.
     pub fn cookie_ok(&self, ip: IpAddr, cookie: &str) -> bool {
         pow::cookie_valid(&self.secret, ip.to_canonical(), cookie, self.now() / MICROS)
@@ -511,7 +522,12 @@ impl Challenge {
         if !escalate.is_empty() {
             let hook = self.escalate.read().clone();
             for (ip, check) in &escalate {
-                log::info!("challenge: {ip} did not solve the challenge ({check}); blocking");
+                if let Some(n) = self.logs.admit("challenge_escalated", "") {
+                    log::info!(
+                        "challenge: {ip} did not solve the challenge ({check}); blocking{}",
+                        crate::lograte::held_back_suffix(n)
+                    );
+                }
                 if let Some(h) = &hook {
                     h(*ip, check);
                 }

@@ -139,12 +139,7 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-fn path(
-    t: &mut TableReader<'_>,
-    key: &'static str,
-    default: &Path,
-    errs: &mut Errors,
-) -> PathBuf {
+fn path(t: &mut TableReader<'_>, key: &'static str, default: &Path, errs: &mut Errors) -> PathBuf {
     let v = t.string(key, &default.to_string_lossy(), errs);
     if !v.starts_with('/') || v.contains('\0') || v.contains('\n') || v.contains('"') {
         errs.push(

@@ -13,7 +13,11 @@
 //!   false.
 //! - Never blocked automatically: loopback, unspecified and this host's addresses,
 //!   allow-listed addresses, `firewall.infra_ips`, addresses already blocked, and addresses
-//!   an [`Exemption`] claims (verified crawlers plug in here).
+//!   an [`Exemption`] claims (verified crawlers and solved challenges plug in here).
+//! - A [`Diversion`] (the proof-of-work challenge) may take over an address instead of a
+//!   block: findings under their check name, verdict scores as `local_threat_score` or
+//!   `ip_reputation` ([`score_check`]). `Trigger::Challenge` (an escalated route) is never
+//!   diverted.
 //! - Triggers: a finding of a check that reports an attacker address blocks at once; any
 //!   other scored event makes the address a candidate whose verdict score is compared with
 //!   `auto_response.block_score` (default 80; an automatic cycle is a scan: at most
