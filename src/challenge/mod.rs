@@ -28,7 +28,9 @@
 //!   addresses, the one expiring first gives way).
 //! - Nonces are random (128 bits), bound to the address they were issued to, single use
 //!   (consumed by any verification attempt), live [`NONCE_LIFETIME_SECS`], at most
-//!   [`MAX_NONCES`] outstanding; a request beyond that is refused (503, counted).
+//!   [`MAX_NONCES_PER_CLIENT`] per client (IPv4 address or IPv6 /64; a new one replaces the
+//!   oldest, counted) and [`MAX_NONCES`] in all; a request beyond that is refused (503,
+//!   counted).
 //! - Pending routes, allows and the escalation count survive a restart (store key
 //!   `challenge.state`, written within a second of a change); the per-check counts and the
 //!   recent list are since the start.
@@ -73,6 +75,9 @@ pub const EXPIRING_CHECKS: &[&str] = &["http_claimed_bot_unverified"];
 pub const RECENT: usize = 50;
 /// Outstanding nonces at most.
 pub const MAX_NONCES: usize = 10_000;
+/// Outstanding nonces per client (an IPv4 address or an IPv6 /64) at most; a new one
+/// replaces the client's oldest, so one client cannot fill the table.
+pub const MAX_NONCES_PER_CLIENT: usize = 8;
 /// Lifetime of a nonce.
 pub const NONCE_LIFETIME_SECS: i64 = 600;
 /// Addresses with a temporary allow at most.
@@ -124,9 +129,36 @@ struct State {
     pending: BTreeMap<IpAddr, Route>,
     allows: HashMap<IpAddr, i64>,
     nonces: HashMap<String, NonceRec>,
+    /// Outstanding nonces per client key, oldest first.
+    by_client: HashMap<IpAddr, VecDeque<String>>,
     recent: VecDeque<Recent>,
     routed_by_check: BTreeMap<String, u64>,
     escalated: u64,
+}
+
+impl State {
+    /// Drops expired nonces (and their per-client entries).
+    fn purge_nonces(&mut self, now: i64) {
+        let before = self.nonces.len();
+        self.nonces.retain(|_, r| r.expires > now);
+        if self.nonces.len() != before {
+            let nonces = &self.nonces;
+            self.by_client.retain(|_, q| {
+                q.retain(|n| nonces.contains_key(n));
+                !q.is_empty()
+            });
+        }
+    }
+}
+
+/// The key nonces are bounded by: an IPv4 address, or the /64 of an IPv6 address.
+fn client_key(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6(std::net::Ipv6Addr::from(
+            u128::from(v6) & !((1u128 << 64) - 1),
+        )),
+        v4 => v4,
+    }
 }
 
 #[derive(Serialize, Deserialize, Default)]
@@ -145,6 +177,8 @@ pub struct Counters {
     pub solved: AtomicU64,
     pub nonces_issued: AtomicU64,
     pub nonces_refused: AtomicU64,
+    /// Nonces replaced by a newer one of the same client.
+    pub nonces_replaced: AtomicU64,
     /// Proofs refused: unknown or used nonce, another address's nonce, expired, wrong.
     pub proofs_refused: AtomicU64,
     /// Request bodies that did not parse.
@@ -360,16 +394,32 @@ impl Challenge {
     pub fn issue(&self, ip: IpAddr) -> Option<(String, u8)> {
         let now = self.now();
         let bits = self.settings.read().cfg.difficulty;
-        let mut st = self.state.lock();
-        if st.nonces.len() >= MAX_NONCES {
-            st.nonces.retain(|_, r| r.expires > now);
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        let key = client_key(ip);
+        if let Some(q) = st.by_client.get_mut(&key) {
+            if q.len() >= MAX_NONCES_PER_CLIENT {
+                if let Some(old) = q.pop_front() {
+                    st.nonces.remove(&old);
+                    self.counters
+                        .nonces_replaced
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+            }
         }
         if st.nonces.len() >= MAX_NONCES {
-            drop(st);
+            st.purge_nonces(now);
+        }
+        if st.nonces.len() >= MAX_NONCES {
+            drop(guard);
             self.counters.nonces_refused.fetch_add(1, Ordering::Relaxed);
             return None;
         }
         let nonce = crate::ids::random_hex(16);
+        st.by_client
+            .entry(key)
+            .or_default()
+            .push_back(nonce.clone());
         st.nonces.insert(
             nonce.clone(),
             NonceRec {
@@ -378,7 +428,7 @@ impl Challenge {
                 bits,
             },
         );
-        drop(st);
+        drop(guard);
         self.counters.nonces_issued.fetch_add(1, Ordering::Relaxed);
         Some((nonce, bits))
     }
@@ -390,7 +440,17 @@ impl Challenge {
         let now = self.now();
         let allow_secs = self.settings.read().cfg.allow_hours as i64 * 3600;
         let mut st = self.state.lock();
-        let result = match st.nonces.remove(&proof.nonce) {
+        let taken = st.nonces.remove(&proof.nonce);
+        if let Some(r) = &taken {
+            let key = client_key(r.ip);
+            if let Some(q) = st.by_client.get_mut(&key) {
+                q.retain(|n| n != &proof.nonce);
+                if q.is_empty() {
+                    st.by_client.remove(&key);
+                }
+            }
+        }
+        let result = match taken {
             None => Err(VerifyError::UnknownNonce),
             Some(r) if r.ip != ip => Err(VerifyError::OtherAddress),
             Some(r) if r.expires <= now => Err(VerifyError::Expired),
@@ -479,6 +539,7 @@ impl Challenge {
             "allowed": st.allows.values().filter(|u| **u > now).count(),
             "refused_full": c.refused_full.load(Ordering::Relaxed),
             "nonces_refused": c.nonces_refused.load(Ordering::Relaxed),
+            "nonces_replaced": c.nonces_replaced.load(Ordering::Relaxed),
             "proofs_refused": c.proofs_refused.load(Ordering::Relaxed),
             "difficulty": self.settings.read().cfg.difficulty,
         })
@@ -517,7 +578,7 @@ impl Challenge {
             if st.allows.len() != before {
                 self.dirty.store(true, Ordering::SeqCst);
             }
-            st.nonces.retain(|_, r| r.expires > now);
+            st.purge_nonces(now);
         }
         if !escalate.is_empty() {
             let hook = self.escalate.read().clone();

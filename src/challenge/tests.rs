@@ -241,14 +241,47 @@ fn nonces_are_single_use_bound_and_expire() {
         Err(VerifyError::WrongProof)
     );
     assert_eq!(r.c.counters.proofs_refused.load(Ordering::Relaxed), 5);
-    // The table is bounded and refusals counted.
-    for _ in 0..MAX_NONCES {
-        r.c.issue(a);
+    // One client holds at most 8: a new nonce replaces its oldest.
+    let first = r.c.issue(a).unwrap().0;
+    for _ in 0..MAX_NONCES_PER_CLIENT {
+        r.c.issue(a).unwrap();
     }
-    assert!(r.c.issue(a).is_none());
+    assert_eq!(r.c.counters.nonces_replaced.load(Ordering::Relaxed), 1);
+    let c = pow::solve(&first, 8).to_string();
+    assert_eq!(
+        r.c.verify(
+            a,
+            &pow::Proof {
+                nonce: first,
+                counter: c
+            }
+        ),
+        Err(VerifyError::UnknownNonce)
+    );
+    // The table is bounded and refusals counted (clients by IPv6 /64).
+    let mut n = 0u32;
+    while r
+        .c
+        .issue(ip(&format!("2001:db8:0:{:x}::1", n / 8)))
+        .is_some()
+    {
+        n += 1;
+        assert!(n <= MAX_NONCES as u32 + 1);
+    }
     assert!(r.c.counters.nonces_refused.load(Ordering::Relaxed) >= 1);
+    // Two addresses of one /64 share its quota.
+    let before = r.c.counters.nonces_replaced.load(Ordering::Relaxed);
     r.clock.advance_secs(NONCE_LIFETIME_SECS as u64 + 1);
-    assert!(r.c.issue(a).is_some(), "expired nonces make room");
+    for i in 0..=MAX_NONCES_PER_CLIENT {
+        assert!(
+            r.c.issue(ip(&format!("2001:db8:ffff:1::{i:x}"))).is_some(),
+            "expired nonces make room"
+        );
+    }
+    assert_eq!(
+        r.c.counters.nonces_replaced.load(Ordering::Relaxed),
+        before + 1
+    );
 }
 
 #[test]
