@@ -400,6 +400,9 @@ pub fn metrics(app: &App, _req: &Request, _c: &Caller) -> Response {
     super::history::write_metrics(&mut out);
     queue_metrics(&mut out, &app.services.registry.snapshot());
     super::metrics::watcher_metrics(&mut out, &app.services.components.rows());
+    if let Some(c) = &app.services.challenge {
+        c.write_metrics(&mut out);
+    }
     Response::new(
         200,
         "text/plain; version=0.0.4; charset=utf-8",

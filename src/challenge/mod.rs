@@ -545,6 +545,95 @@ impl Challenge {
         })
     }
 
+    /// Prometheus lines (`/metrics`): pending and allowed addresses, and the counters.
+    pub fn write_metrics(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let (pending, escalated, allowed) = {
+            let now = self.now();
+            let st = self.state.lock();
+            (
+                st.pending.len(),
+                st.escalated,
+                st.allows.values().filter(|u| **u > now).count(),
+            )
+        };
+        let c = &self.counters;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        for (name, kind, help, v) in [
+            (
+                "svc_challenge_pending",
+                "gauge",
+                "Addresses routed to the proof-of-work challenge now.",
+                pending as u64,
+            ),
+            (
+                "svc_challenge_allowed",
+                "gauge",
+                "Addresses exempt after solving the challenge.",
+                allowed as u64,
+            ),
+            (
+                "svc_challenge_escalated_total",
+                "counter",
+                "Unsolved routes escalated to blocks.",
+                escalated,
+            ),
+            (
+                "svc_challenge_routed_total",
+                "counter",
+                "Routes to the challenge since start.",
+                load(&c.routed),
+            ),
+            (
+                "svc_challenge_solved_total",
+                "counter",
+                "Valid proofs since start.",
+                load(&c.solved),
+            ),
+            (
+                "svc_challenge_expired_total",
+                "counter",
+                "Claimed-crawler routes that expired since start.",
+                load(&c.expired),
+            ),
+            (
+                "svc_challenge_refused_full_total",
+                "counter",
+                "Routes refused by challenge.max_pending (blocked instead).",
+                load(&c.refused_full),
+            ),
+            (
+                "svc_challenge_proofs_refused_total",
+                "counter",
+                "Proofs refused since start.",
+                load(&c.proofs_refused),
+            ),
+            (
+                "svc_challenge_nonces_refused_total",
+                "counter",
+                "Challenge pages refused with a full nonce table.",
+                load(&c.nonces_refused),
+            ),
+            (
+                "svc_challenge_map_failures_total",
+                "counter",
+                "Failed writes of the web-server map files.",
+                load(&c.map_failures),
+            ),
+            (
+                "svc_challenge_reload_failures_total",
+                "counter",
+                "Reload commands that could not start.",
+                load(&c.reload_failures),
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+            );
+        }
+    }
+
     /// One round of the timer: due routes escalated or expired, allows and nonces expired,
     /// the maps and the durable state written when changed.
     pub fn tick(&self) {

@@ -117,6 +117,8 @@ fn headless_chromium_solves_the_challenge_on_loopback() {
         b"",
     )
     .expect(405);
+    let m = d.get("/metrics", METRICS).expect(200).text();
+    assert!(m.contains("\nsvc_challenge_pending 0\n"), "{m}");
     let st = d.get("/api/v1/status", READ).expect(200).json();
     assert_eq!(st["challenge"]["enabled"], true, "{}", st["challenge"]);
     assert_eq!(st["challenge"]["pending"], 0);
