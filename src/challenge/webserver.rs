@@ -11,8 +11,9 @@
 //!   `conf.d/` is).
 //! - `challenge.nginx_server_file`: `if ($svc_challenge) { return 302 <public_url>; }`
 //!   (include in each `server {}` to protect).
-//! - `challenge.apache_file`: `RewriteMap` and the redirect (`a2enconf svc-challenge`; the
-//!   rules are inherited by every virtual host through `RewriteOptions InheritDownBefore`).
+//! - `challenge.apache_file`: `RewriteEngine On`, the `RewriteMap` and the redirect
+//!   (`Include` it inside each `<VirtualHost>` to protect: mod_rewrite rules of the server
+//!   configuration do not reach a virtual host).
 //!
 //! Guarantees: every file is written atomically (`fsutil::write_atomic`, 0644: web-server
 //! workers read the maps); each file starts with [`MARKER`], and `remove` deletes only
@@ -114,7 +115,7 @@ impl Server {
             Server::Apache => vec![(
                 c.apache_file.clone(),
                 format!(
-                    "{MARKER}\n# Addresses svc routes to its challenge go there (enable: a2enconf svc-challenge).\n<IfModule mod_rewrite.c>\n    RewriteEngine On\n    RewriteOptions InheritDownBefore\n    RewriteMap svc_challenge \"txt:{}\"\n    RewriteCond \"${{svc_challenge:%{{REMOTE_ADDR}}|0}}\" \"=1\"\n    RewriteRule \"^\" \"{url}\" [R=302,L]\n</IfModule>\n",
+                    "{MARKER}\n# Include inside each <VirtualHost> to protect: challenged addresses go to the challenge.\n<IfModule mod_rewrite.c>\n    RewriteEngine On\n    RewriteMap svc_challenge \"txt:{}\"\n    RewriteCond \"${{svc_challenge:%{{REMOTE_ADDR}}|0}}\" \"=1\"\n    RewriteRule \"^\" \"{url}\" [R=302,L]\n</IfModule>\n",
                     apache_map_path(c).display()
                 ),
             )],

@@ -165,7 +165,10 @@ fn install(a: &Args, c: &ChallengeConfig, servers: &[Server]) -> i32 {
         text.push_str(&format!("wrote {s}: {}\n", p.display()));
     }
     if servers.contains(&Server::Apache) {
-        text.push_str("apache: enable it with `a2enconf svc-challenge` (mod_rewrite on), then reload Apache\n");
+        text.push_str(&format!(
+            "apache: add `Include {}` inside each <VirtualHost> to protect (a2enmod rewrite), then reload Apache\n",
+            c.apache_file.display()
+        ));
     }
     if servers.contains(&Server::Nginx) {
         text.push_str(&format!(

@@ -6,7 +6,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -427,5 +427,136 @@ fn a_scored_address_is_routed_redirected_by_nginx_solved_by_chromium_and_exempt(
     );
     assert!(net.connects("192.0.2.1"));
     drop(d);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+const APACHE: &str = "/usr/sbin/apache2";
+
+/// `GET /` on loopback: (status, Location).
+fn local_get(port: u16) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"GET /page HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let loc = out
+        .lines()
+        .find_map(|l| l.strip_prefix("Location: "))
+        .unwrap_or("")
+        .to_string();
+    (status, loc)
+}
+
+/// The Apache snippet `svc webserver-integration install` writes, in a real Apache on
+/// loopback with a virtual host: a listed address is redirected to `challenge.public_url`,
+/// and Apache picks up a rewritten map by itself. (The daemon never routes loopback
+/// addresses, so the test writes the map in the daemon's format itself; the routing path to
+/// the map is covered by the namespace test above.)
+#[test]
+fn the_apache_snippet_redirects_listed_addresses() {
+    if !have(&[APACHE, "/usr/lib/apache2/modules/mod_rewrite.so"]) {
+        return;
+    }
+    let dir = temp_dir("challenge-apache");
+    let ap = dir.join("apache");
+    for sub in ["htdocs", "conf-available"] {
+        std::fs::create_dir_all(ap.join(sub)).unwrap();
+    }
+    std::fs::write(ap.join("htdocs/page"), "site\n").unwrap();
+    let maps = dir.join("maps");
+    let snippet = ap.join("conf-available/svc-challenge.conf");
+    let config = dir.join("svc.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}[challenge]\npublic_url = \"https://challenge.example.com/\"\nmap_dir = {:?}\napache_file = {:?}\n",
+            base_config(&dir.join("state")),
+            maps.display().to_string(),
+            snippet.display().to_string()
+        ),
+    )
+    .unwrap();
+    let o = Command::new(svc_bin())
+        .args([
+            "webserver-integration",
+            "install",
+            "--server",
+            "apache",
+            "-c",
+        ])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let listed = |addrs: &str| {
+        let p = maps.join("apache.map");
+        std::fs::write(
+            &p,
+            format!("# Managed by svc (proof-of-work challenge); do not edit.\n{addrs}"),
+        )
+        .unwrap();
+        // Apache re-reads a txt: map when its modification time changes (1 s resolution).
+        let f = std::fs::File::options().write(true).open(&p).unwrap();
+        let t = std::time::SystemTime::now() + Duration::from_secs(addrs.len() as u64 + 2);
+        f.set_modified(t).unwrap();
+    };
+    listed("");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let d = ap.display();
+    let conf = ap.join("httpd.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "ServerRoot {d}\nListen 127.0.0.1:{port}\nPidFile {d}/httpd.pid\nErrorLog {d}/error.log\nLogLevel warn\nLoadModule mpm_event_module /usr/lib/apache2/modules/mod_mpm_event.so\nLoadModule authz_core_module /usr/lib/apache2/modules/mod_authz_core.so\nLoadModule rewrite_module /usr/lib/apache2/modules/mod_rewrite.so\nServerName localhost\n<VirtualHost 127.0.0.1:{port}>\n  ServerName www.example.com\n  Include {}\n  DocumentRoot {d}/htdocs\n  <Directory {d}/htdocs>\n    Require all granted\n  </Directory>\n</VirtualHost>\n",
+            snippet.display()
+        ),
+    )
+    .unwrap();
+    let st = Command::new(APACHE)
+        .args(["-f", conf.to_str().unwrap(), "-k", "start"])
+        .status()
+        .unwrap();
+    assert!(
+        st.success(),
+        "apache did not start: {}",
+        std::fs::read_to_string(ap.join("error.log")).unwrap_or_default()
+    );
+    struct Stop(PathBuf);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = Command::new(APACHE)
+                .args(["-f", self.0.to_str().unwrap(), "-k", "stop"])
+                .status();
+        }
+    }
+    let _stop = Stop(conf.clone());
+    wait_until(20, "apache", || {
+        TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    assert_eq!(local_get(port).0, 200, "not listed");
+    listed("192.0.2.9 1\n127.0.0.1 1\n");
+    let (code, loc) = wait_until(20, "the redirect", || {
+        let r = local_get(port);
+        (r.0 == 302).then_some(r)
+    });
+    assert_eq!(
+        (code, loc.as_str()),
+        (302, "https://challenge.example.com/")
+    );
+    listed("192.0.2.9 1\n");
+    wait_until(20, "apache to let the address through", || {
+        (local_get(port).0 == 200).then_some(())
+    });
+    drop(_stop);
     let _ = std::fs::remove_dir_all(&dir);
 }
