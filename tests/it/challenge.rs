@@ -157,6 +157,38 @@ fn headless_chromium_solves_the_challenge_on_loopback() {
     assert!(!dom.contains("data-nonce"), "{dom}");
     let s = d.get("/api/v1/challenge/stats", READ).expect(200).json();
     assert_eq!(s["solved"], 1, "the cookie was honoured: {s}");
+
+    // Live reload of the difficulty; the listener keys wait for a restart.
+    let text = std::fs::read_to_string(&d.config).unwrap();
+    std::fs::write(
+        &d.config,
+        text.replace("difficulty = 12", "difficulty = 13").replace(
+            "listen = \"127.0.0.1:0\"\ndifficulty",
+            "listen = \"127.0.0.1:1\"\ndifficulty",
+        ),
+    )
+    .unwrap();
+    let o = d.cli(&["reload", "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["ok"], true, "{v}");
+    assert!(
+        v["applied"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("challenge")),
+        "{v}"
+    );
+    assert_eq!(
+        v["restart_required"],
+        serde_json::json!(["challenge.listen"]),
+        "{v}"
+    );
+    assert_eq!(
+        d.get("/api/v1/challenge/stats", READ).json()["difficulty"],
+        13
+    );
+    let page = challenge_req(&d, addr, "GET", "/", b"").text();
+    assert!(page.contains("data-bits=\"13\""), "{page}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
