@@ -13,6 +13,7 @@
 // Test fixtures are built with plain `std::fs` calls, the way an attacker would.
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
+pub mod abuse;
 pub mod alerts;
 pub mod api;
 pub mod challenge;

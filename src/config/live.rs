@@ -125,6 +125,11 @@ pub static RESTART_KEYS: &[RestartKey] = &[
         key: "auto_response.dry_run",
         value: |c| c.engine.auto_dry_run.to_string(),
     },
+    // Abuse reporting: destinations, spool and senders are set up at start.
+    RestartKey {
+        key: "reputation.report",
+        value: |c| format!("{:?}", c.reputation.report),
+    },
 ];
 
 /// Restart keys whose value differs between `running` (what the process started with) and

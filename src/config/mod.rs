@@ -6,6 +6,7 @@
 //! - Every key is known: unknown keys are errors, reported with their full dotted name.
 //! - Loading never logs a secret; errors name keys, never token values.
 
+pub mod abuse;
 pub mod alerts;
 pub mod challenge;
 pub mod firewall;

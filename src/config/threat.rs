@@ -193,6 +193,8 @@ pub struct ReputationConfig {
     pub upstream: Option<UpstreamConfig>,
     pub rdap: Option<RdapConfig>,
     pub feeds: Vec<FeedConfig>,
+    /// `[reputation.report]`: abuse reporting (read at start).
+    pub report: super::abuse::ReportConfig,
 }
 
 impl Default for ReputationConfig {
@@ -205,6 +207,7 @@ impl Default for ReputationConfig {
             upstream: None,
             rdap: None,
             feeds: Vec::new(),
+            report: Default::default(),
         }
     }
 }
@@ -448,8 +451,10 @@ pub(super) fn read_reputation(root: &mut TableReader<'_>, errs: &mut Errors) -> 
             score,
         });
     }
+    let report = super::abuse::read(&mut r, errs);
     r.finish(errs);
     ReputationConfig {
+        report,
         ca_file,
         timeout_seconds,
         ipfeed,

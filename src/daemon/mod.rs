@@ -219,6 +219,7 @@ pub fn run(opts: Options) -> Result<(), String> {
     };
     engine.subscribe(threat.listener());
     let challenge = challenge::start(&cfg, clock.clone(), &store, &threat)?;
+    let abuse = start_abuse_reporting(&cfg, &clock, &store, &registry, &threat)?;
     let waf = {
         let hook: Option<crate::waf::collector::EscalateHook> = match &firewall {
             crate::firewall::Handle::Active(fw) => {
@@ -351,6 +352,10 @@ pub fn run(opts: Options) -> Result<(), String> {
     engine.shutdown();
     // After the last finding: events written, automatic blocking stopped.
     threat.shutdown();
+    // After the last block: waiting reports reach the spool; the senders stop.
+    if let Some(a) = &abuse {
+        a.shutdown();
+    }
     firewall.shutdown();
     // After the last finding: the final snapshot flush.
     incidents.shutdown();
@@ -360,6 +365,38 @@ pub fn run(opts: Options) -> Result<(), String> {
     store.close();
     log::info!("stopped");
     Ok(())
+}
+
+/// Abuse reporting (`[reputation.report]`, read at start): confirmed automatic blocks go
+/// to the configured destinations. `None` when off or without an auto-block engine.
+fn start_abuse_reporting(
+    cfg: &Config,
+    clock: &crate::clock::SharedClock,
+    store: &Store,
+    registry: &Arc<crate::queue::Registry>,
+    threat: &Arc<crate::threat::Threat>,
+) -> Result<Option<Arc<crate::abuse::Reporter>>, String> {
+    let Some(ab) = &threat.autoblock else {
+        if cfg.reputation.report.active() {
+            log::warn!("abuse reporting: no automatic blocking runs (firewall off), so nothing is reported");
+        }
+        return Ok(None);
+    };
+    let roots = crate::threat::http::Roots::load(cfg.reputation.ca_file.as_deref())?;
+    let r = crate::abuse::Reporter::new(
+        &cfg.reputation.report,
+        roots,
+        std::time::Duration::from_secs(cfg.reputation.timeout_seconds),
+        clock.clone(),
+        store.clone(),
+        registry,
+    )
+    .map_err(|e| format!("abuse reporting: {e}"))?;
+    if let Some(r) = &r {
+        r.start()?;
+        ab.add_sink(r.clone());
+    }
+    Ok(r)
 }
 
 /// How long an address escalated by the WAF stays blocked.

@@ -157,7 +157,15 @@ pub static SECTIONS: &[Section] = &[
     },
     Section {
         name: "threat",
-        changed: |a, b| (&a.threat, &a.reputation) != (&b.threat, &b.reputation),
+        // `reputation.report` is a restart key (abuse reporting is set up at start).
+        changed: |a, b| {
+            let live = |c: &Config| {
+                let mut r = c.reputation.clone();
+                r.report = Default::default();
+                r
+            };
+            (&a.threat, live(a)) != (&b.threat, live(b))
+        },
         apply: |h, c, _| {
             h.app
                 .services
@@ -633,6 +641,10 @@ mod tests {
             (
                 "[[reputation.feeds]]\nname = \"drop\"\nurl = \"https://f.example.com/drop.txt\"\n",
                 &["threat"],
+            ),
+            (
+                "[reputation.report]\nspool_limit = 500\n[[reputation.report.destinations]]\nname = \"c\"\nurl = \"https://c.example.com/r\"\n",
+                &["reputation.report"],
             ),
         ];
         for (text, want) in cases {

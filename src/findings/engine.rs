@@ -9,6 +9,9 @@
 //!   the active set, but a snapshot of it is published only after the batch's commit.
 //! - When the store refuses a batch, its findings are parked (newest 10,000, file written
 //!   atomically) and replayed at the next start; failures to write the file raise `state_io`.
+//!   The batch's source checkpoints are parked with them (the newest per source, until a
+//!   later batch commits a newer one) and committed when the next engine is built, before
+//!   any collector loads its position: lines behind parked findings are not read again.
 //! - The startup hold: `findings.ingest` holds (ages pause, losses count) until parked
 //!   findings from the previous run are replayed.
 //! - Readers never hold a lock the dispatcher needs for longer than copying an `Arc`: the
@@ -42,7 +45,7 @@ use crossbeam_channel::{bounded, Sender};
 use parking_lot::{Mutex, RwLock};
 
 use super::active::{ActiveSet, Key, Removed, Snapshot};
-use super::pending::{PendingFile, MAX_PARKED};
+use super::pending::{ParkedCheckpoint, PendingFile, MAX_PARKED};
 use super::suppress::{self as suppress, Matcher, Suppressions};
 use super::Finding;
 use crate::clock::SharedClock;
@@ -222,6 +225,9 @@ struct State {
     /// Evictions not yet reported in a log line, and when the last line was written.
     evicted_unlogged: u64,
     last_evict_log: Option<i64>,
+    /// Keys of expired findings whose removal from the store was refused (queue full):
+    /// submitted again with the next expiry round (bounded by the active set's size).
+    expired_unwritten: Vec<Arc<Key>>,
 }
 
 /// Committing one batch failed or succeeded; what to do with its findings on failure.
@@ -243,6 +249,8 @@ pub struct Engine {
     pending_row: RowHandle,
     pending_file: PendingFile,
     parked: Mutex<Vec<Finding>>,
+    /// Newest refused checkpoint per source, not yet superseded by a committed one.
+    parked_checkpoints: Mutex<BTreeMap<String, (u64, u64)>>,
     /// Held by the dispatcher while it works on a batch (and by start-up and shutdown).
     state: Mutex<State>,
     /// What readers see; swapped after each commit.
@@ -299,6 +307,8 @@ impl Engine {
             .map_err(|e| format!("loading active findings: {e}"))?;
         let active = ActiveSet::load(loaded);
         let published = Arc::new(active.snapshot());
+        let pending_file = PendingFile::new(state);
+        let parked_checkpoints = commit_parked_checkpoints(&store, &pending_file, clock.now());
         Ok(Arc::new(Engine {
             clock,
             store,
@@ -306,12 +316,14 @@ impl Engine {
             controls: crossbeam_channel::unbounded(),
             _ingest_row: ingest_row,
             pending_row,
-            pending_file: PendingFile::new(state),
+            pending_file,
             parked: Mutex::new(Vec::new()),
+            parked_checkpoints: Mutex::new(parked_checkpoints),
             state: Mutex::new(State {
                 active,
                 evicted_unlogged: 0,
                 last_evict_log: None,
+                expired_unwritten: Vec::new(),
             }),
             published: RwLock::new(published),
             listeners: RwLock::new(Vec::new()),
@@ -664,7 +676,7 @@ impl Engine {
     fn replay_parked(&self, st: &mut State) {
         let health = self.pending_row.health();
         let parked = match self.pending_file.read() {
-            Ok(p) => p,
+            Ok(p) => p.findings,
             Err(e) => {
                 log::error!("state.pending: cannot read parked findings: {e}");
                 health.state_unreadable();
@@ -683,7 +695,13 @@ impl Engine {
         let mut batch = batch;
         self.process(st, &mut batch, Mode::Replay);
         if self.parked.lock().is_empty() {
-            if let Err(e) = self.pending_file.remove() {
+            let left = self.parked_checkpoint_list();
+            let done = if left.is_empty() {
+                self.pending_file.remove()
+            } else {
+                self.pending_file.write(&[], &left)
+            };
+            if let Err(e) = done {
                 log::warn!("state.pending: replayed but cannot remove the file: {e}");
             }
             self.counters
@@ -867,11 +885,27 @@ impl Engine {
             .unwrap_or(jiff::Timestamp::UNIX_EPOCH);
         let mut st = self.state.lock();
         let gone = st.active.expire(cutoff);
-        if !gone.keys.is_empty() {
-            let keys = gone.keys;
-            let _ = self
+        let expired_now = !gone.keys.is_empty();
+        // A retried key whose finding came back meanwhile has a live row again: keep it.
+        let mut keys = std::mem::take(&mut st.expired_unwritten);
+        keys.retain(|k| st.active.get(&k.check, &k.message).is_none());
+        keys.extend(gone.keys);
+        if !keys.is_empty() {
+            // Detached: the dispatcher never waits for the store here. A failed delete is
+            // logged and counted by the writer; a refused one is retried next round.
+            let retry = keys.clone();
+            if let Err(e) = self
                 .store
-                .write_detached(move |c| store::findings::delete_active_keys(c, key_pairs(&keys)));
+                .write_detached(move |c| store::findings::delete_active_keys(c, key_pairs(&keys)))
+            {
+                log::warn!(
+                    "findings: removing {} expired finding(s) from the store: {e}; retrying in a minute",
+                    retry.len()
+                );
+                st.expired_unwritten = retry;
+            }
+        }
+        if expired_now {
             self.publish(&st);
         }
     }
@@ -935,6 +969,7 @@ impl Engine {
         self.count_evicted(st, n_evicted);
         let (upserts, deletes) = final_changes(changes);
         let history2 = history.clone();
+        let batch_checkpoints = checkpoints.clone();
         let commit = self.store.write_pending(move |c| {
             let h: Vec<&Finding> = history2.iter().map(|f| &**f).collect();
             store::findings::insert_history(c, &h)?;
@@ -951,6 +986,7 @@ impl Engine {
             history,
             dispatched,
             snapshot: Arc::new(st.active.snapshot()),
+            checkpoints: batch_checkpoints,
             kept_out,
             items,
             mode,
@@ -966,7 +1002,7 @@ impl Engine {
             match f.mode {
                 Mode::Live => {
                     log::error!("findings: store refused a batch ({e}); parking its findings");
-                    self.park(&f.history);
+                    self.park(&f.history, &f.checkpoints);
                 }
                 Mode::Replay => {
                     log::error!("state.pending: replay refused by the store ({e}); kept parked");
@@ -976,6 +1012,8 @@ impl Engine {
                     health.set_waiting(parked.len() as u64);
                 }
             }
+        } else if !f.checkpoints.is_empty() {
+            self.supersede_parked_checkpoints(&f.checkpoints);
         }
         *self.published.write() = f.snapshot;
         self.counters
@@ -998,8 +1036,58 @@ impl Engine {
         }
     }
 
-    fn park(&self, batch: &[Arc<Finding>]) {
+    fn parked_checkpoint_list(&self) -> Vec<ParkedCheckpoint> {
+        self.parked_checkpoints
+            .lock()
+            .iter()
+            .map(|(source, &(inode, offset))| ParkedCheckpoint {
+                source: source.clone(),
+                inode,
+                offset,
+            })
+            .collect()
+    }
+
+    /// A batch committed positions of these sources: parked ones of the same sources are
+    /// older (commits keep their order) and must never be committed over them.
+    fn supersede_parked_checkpoints(&self, committed: &[(String, u64, u64)]) {
+        let changed = {
+            let mut cps = self.parked_checkpoints.lock();
+            if cps.is_empty() {
+                return;
+            }
+            let before = cps.len();
+            for (source, _, _) in committed {
+                cps.remove(source);
+            }
+            cps.len() != before
+        };
+        if changed {
+            let parked = self.parked.lock();
+            let left = self.parked_checkpoint_list();
+            let done = if parked.is_empty() && left.is_empty() {
+                self.pending_file.remove()
+            } else {
+                self.pending_file.write(&parked, &left)
+            };
+            if let Err(e) = done {
+                log::error!(
+                    "state.pending: cannot write {}: {e}",
+                    self.pending_file.path().display()
+                );
+                self.pending_row.health().state_io_error();
+            }
+        }
+    }
+
+    fn park(&self, batch: &[Arc<Finding>], checkpoints: &[(String, u64, u64)]) {
         let health = self.pending_row.health();
+        {
+            let mut cps = self.parked_checkpoints.lock();
+            for (source, inode, offset) in checkpoints {
+                cps.insert(source.clone(), (*inode, *offset));
+            }
+        }
         let mut parked = self.parked.lock();
         for f in batch {
             parked.push((**f).clone());
@@ -1014,7 +1102,10 @@ impl Engine {
         if parked.len() == 1 || health.snapshot().oldest_waiting_age_seconds.is_none() {
             health.set_oldest_waiting(Some(health.stamp()));
         }
-        match self.pending_file.write(&parked) {
+        match self
+            .pending_file
+            .write(&parked, &self.parked_checkpoint_list())
+        {
             Ok(()) => health.state_io_ok(),
             Err(e) => {
                 log::error!(
@@ -1031,6 +1122,8 @@ impl Engine {
 struct InFlight {
     commit: Result<crate::store::PendingWrite<()>, StoreError>,
     history: Vec<Arc<Finding>>,
+    /// The batch's source checkpoints (parked with its findings when the commit fails).
+    checkpoints: Vec<(String, u64, u64)>,
     /// Active-set entries after the merge, for the listeners.
     dispatched: Vec<Arc<Finding>>,
     /// The set after this batch, published once it is committed.
@@ -1038,6 +1131,59 @@ struct InFlight {
     kept_out: u64,
     items: u64,
     mode: Mode,
+}
+
+/// Commits the checkpoints parked by the previous process (see the module documentation)
+/// and rewrites the file without them. Returns those the store still refused: they stay
+/// parked (and in the file) for the next attempt.
+fn commit_parked_checkpoints(
+    store: &Store,
+    file: &PendingFile,
+    now: jiff::Timestamp,
+) -> BTreeMap<String, (u64, u64)> {
+    let contents = match file.read() {
+        Ok(c) => c,
+        // Reported by the replay at start (`state.pending` unreadable).
+        Err(_) => return BTreeMap::new(),
+    };
+    if contents.checkpoints.is_empty() {
+        return BTreeMap::new();
+    }
+    let cps = contents.checkpoints.clone();
+    let n = cps.len();
+    let committed = store.write(move |c| {
+        for cp in &cps {
+            store::findings::save_checkpoint(c, &cp.source, cp.inode, cp.offset, now)?;
+        }
+        Ok(())
+    });
+    match committed {
+        Ok(()) => {
+            log::info!("state.pending: committed {n} parked log position(s)");
+            let rewritten = if contents.findings.is_empty() {
+                file.remove()
+            } else {
+                file.write(&contents.findings, &[])
+            };
+            if let Err(e) = rewritten {
+                // Left in the file: committed again next time, which is harmless only while
+                // no newer position exists; say so loudly.
+                log::error!(
+                    "state.pending: cannot rewrite {}: {e}",
+                    file.path().display()
+                );
+            }
+            BTreeMap::new()
+        }
+        Err(e) => {
+            log::error!("state.pending: parked log positions refused by the store ({e}); kept");
+            contents
+                .checkpoints
+                .into_iter()
+                .map(|cp| (cp.source, (cp.inode, cp.offset)))
+                .collect()
+        }
+    }
 }
 
 /// Nice value of the dispatcher and the store's writer: when API requests (or anything
@@ -1194,6 +1340,54 @@ mod tests {
         assert_eq!(e2.active_len(), 1);
         e2.shutdown();
         store2.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn refused_checkpoints_are_parked_and_committed_before_collectors_load_them() {
+        let (e, store, reg, dir) = setup("park-cp");
+        e.start().unwrap();
+        store.close(); // every write now fails
+        assert!(e.submit(f("parked")));
+        assert!(e.submit_item(Ingest::Checkpoint {
+            source: "auth:/var/log/auth.log".into(),
+            inode: 7,
+            offset: 4096,
+        }));
+        assert!(e.flush(Duration::from_secs(5)));
+        assert_eq!(e.parked_checkpoint_list().len(), 1);
+        e.shutdown();
+        drop(e);
+        drop(reg);
+        // Building the next engine commits the position (collectors load it after this)
+        // and keeps the findings parked for the replay at start.
+        let store2 = Store::open(&dir.join("svc.db")).unwrap();
+        let reg2 = Registry::new();
+        let e2 = Engine::new(ManualClock::at_epoch_2026(), store2.clone(), &reg2, &dir).unwrap();
+        let cp = store2
+            .read(|c| store::findings::load_checkpoint(c, "auth:/var/log/auth.log"))
+            .unwrap();
+        assert_eq!(cp, Some((7, 4096)));
+        assert_eq!(store2.read(store::findings::history_count).unwrap(), 0);
+        e2.start().unwrap();
+        assert_eq!(store2.read(store::findings::history_count).unwrap(), 1);
+        assert!(!dir.join("pending-findings.json").exists());
+        e2.shutdown();
+        store2.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_committed_position_supersedes_a_parked_one() {
+        let (e, store, _reg, dir) = setup("park-supersede");
+        e.park(&[], &[("auth:/a".into(), 1, 10), ("auth:/b".into(), 2, 20)]);
+        e.supersede_parked_checkpoints(&[("auth:/a".into(), 1, 30)]);
+        let left = e.parked_checkpoint_list();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].source, "auth:/b");
+        let file = PendingFile::new(&dir).read().unwrap();
+        assert_eq!(file.checkpoints, left, "the file follows");
+        store.close();
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -1,5 +1,9 @@
 //! `state.pending`: findings the store could not take, parked in a file and replayed at the
 //! next start. Newest 10,000 kept; older ones are counted as losses.
+//!
+//! The file also keeps the newest log-source checkpoint of each refused batch (where the
+//! lines behind the parked findings end), so that a restart neither re-reads those lines
+//! (their findings are parked) nor loses them: see `Engine::new`.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -60,6 +64,34 @@ impl Parked {
     }
 }
 
+/// A source position whose commit was refused with its batch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParkedCheckpoint {
+    pub source: String,
+    pub inode: u64,
+    pub offset: u64,
+}
+
+/// What the file holds.
+#[derive(Debug, Default, PartialEq)]
+pub struct Contents {
+    pub findings: Vec<Finding>,
+    pub checkpoints: Vec<ParkedCheckpoint>,
+}
+
+/// The file's layout: an object since checkpoints were added; a bare list of findings
+/// (the first layout) is still read.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum Layout {
+    Object {
+        findings: Vec<Parked>,
+        #[serde(default)]
+        checkpoints: Vec<ParkedCheckpoint>,
+    },
+    List(Vec<Parked>),
+}
+
 /// The parked-findings file.
 pub struct PendingFile {
     path: PathBuf,
@@ -76,26 +108,44 @@ impl PendingFile {
         &self.path
     }
 
-    /// Reads parked findings. A missing file is empty; an unreadable one is an error.
-    pub fn read(&self) -> Result<Vec<Finding>, String> {
+    /// Reads parked findings and checkpoints. A missing file is empty; an unreadable one is
+    /// an error.
+    pub fn read(&self) -> Result<Contents, String> {
         match crate::fsutil::read_daemon_file(&self.path) {
             Ok(bytes) => {
-                let parked: Vec<Parked> = serde_json::from_slice(&bytes)
+                let layout: Layout = serde_json::from_slice(&bytes)
                     .map_err(|e| format!("{}: {e}", self.path.display()))?;
-                Ok(parked
-                    .into_iter()
-                    .filter_map(Parked::into_finding)
-                    .collect())
+                let (parked, checkpoints) = match layout {
+                    Layout::Object {
+                        findings,
+                        checkpoints,
+                    } => (findings, checkpoints),
+                    Layout::List(findings) => (findings, Vec::new()),
+                };
+                Ok(Contents {
+                    findings: parked
+                        .into_iter()
+                        .filter_map(Parked::into_finding)
+                        .collect(),
+                    checkpoints,
+                })
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Contents::default()),
             Err(e) => Err(format!("{}: {e}", self.path.display())),
         }
     }
 
-    /// Replaces the file atomically with `findings` (mode 0600).
-    pub fn write(&self, findings: &[Finding]) -> std::io::Result<()> {
-        let parked: Vec<Parked> = findings.iter().map(Parked::from).collect();
-        let bytes = serde_json::to_vec(&parked).map_err(std::io::Error::other)?;
+    /// Replaces the file atomically with `findings` and `checkpoints` (mode 0600).
+    pub fn write(
+        &self,
+        findings: &[Finding],
+        checkpoints: &[ParkedCheckpoint],
+    ) -> std::io::Result<()> {
+        let layout = Layout::Object {
+            findings: findings.iter().map(Parked::from).collect(),
+            checkpoints: checkpoints.to_vec(),
+        };
+        let bytes = serde_json::to_vec(&layout).map_err(std::io::Error::other)?;
         crate::fsutil::write_atomic(&self.path, &bytes, 0o600, None)
     }
 
@@ -116,11 +166,25 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("svc-pending-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = PendingFile::new(&dir);
-        assert!(p.read().unwrap().is_empty());
+        assert_eq!(p.read().unwrap(), Contents::default());
         let f = Finding::new("x", Severity::High, "m", Timestamp::from_second(5).unwrap())
             .with_ip("192.0.2.1".parse().unwrap());
-        p.write(std::slice::from_ref(&f)).unwrap();
-        assert_eq!(p.read().unwrap(), vec![f]);
+        let cp = ParkedCheckpoint {
+            source: "auth:/var/log/auth.log".into(),
+            inode: 7,
+            offset: 4096,
+        };
+        p.write(std::slice::from_ref(&f), std::slice::from_ref(&cp))
+            .unwrap();
+        let back = p.read().unwrap();
+        assert_eq!(back.findings, vec![f.clone()]);
+        assert_eq!(back.checkpoints, vec![cp]);
+        // The first layout, a bare list of findings, is still read.
+        let list = serde_json::to_vec(&vec![Parked::from(&f)]).unwrap();
+        std::fs::write(p.path(), list).unwrap();
+        let back = p.read().unwrap();
+        assert_eq!(back.findings, vec![f]);
+        assert!(back.checkpoints.is_empty());
         std::fs::write(p.path(), b"\x00garbage").unwrap();
         assert!(p.read().is_err());
         p.remove().unwrap();

@@ -481,6 +481,27 @@ const MIGRATIONS: &[&str] = &[
         net TEXT NOT NULL,
         PRIMARY KEY (feed, net)
     ) WITHOUT ROWID;",
+    // Abuse reporting (issue 15, see store/abuse.rs): the durable per-destination report
+    // spool (`abuse_reporting.spool`) and the addresses and categories reported per
+    // destination (the dedup window, durable across restarts).
+    "CREATE TABLE abuse_spool (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        dest TEXT NOT NULL,
+        created INTEGER NOT NULL,
+        ip TEXT NOT NULL,
+        categories TEXT NOT NULL,
+        comment TEXT NOT NULL,
+        at INTEGER NOT NULL
+    );
+    CREATE INDEX abuse_spool_dest ON abuse_spool(dest, id);
+    CREATE TABLE abuse_reported (
+        dest TEXT NOT NULL,
+        ip TEXT NOT NULL,
+        category TEXT NOT NULL,
+        at INTEGER NOT NULL,
+        PRIMARY KEY (dest, ip, category)
+    ) WITHOUT ROWID;
+    CREATE INDEX abuse_reported_at ON abuse_reported(at);",
 ];
 
 /// Applies pending migrations.

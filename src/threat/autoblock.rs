@@ -78,6 +78,26 @@ pub trait Diversion: Send + Sync {
     fn divert(&self, ip: IpAddr, check: &str) -> bool;
 }
 
+/// An automatic block that took effect in the firewall (not a dry run): confirmed abuse,
+/// offered to every [`BlockSink`] (abuse reporting).
+#[derive(Clone, Debug)]
+pub struct Confirmed {
+    pub ip: IpAddr,
+    /// Why it was a candidate; `None` for a retry record (its trigger is not kept).
+    pub trigger: Option<Trigger>,
+    /// The block's reason (`auto: ssh_bruteforce (score 57)`).
+    pub reason: String,
+    /// Events per attack kind on the address's record (index of `AttackKind::ALL`).
+    pub counts: [u64; 7],
+    /// Microseconds since the epoch.
+    pub at: i64,
+}
+
+/// Takes confirmed blocks; called on the state owner's thread, so it must never wait.
+pub trait BlockSink: Send + Sync {
+    fn confirmed(&self, c: &Confirmed);
+}
+
 /// Why an address is a candidate.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Trigger {
@@ -138,6 +158,7 @@ pub struct AutoBlock {
     digest: Arc<Digest>,
     exemptions: Arc<RwLock<Vec<Arc<dyn Exemption>>>>,
     diversion: RwLock<Option<Arc<dyn Diversion>>>,
+    sinks: RwLock<Vec<Arc<dyn BlockSink>>>,
     settings: RwLock<Settings>,
     queue: BoundedQueue<Candidate>,
     _waiting_row: RowHandle,
@@ -254,6 +275,7 @@ impl AutoBlock {
             digest: d.digest,
             exemptions: d.exemptions,
             diversion: RwLock::new(None),
+            sinks: RwLock::new(Vec::new()),
             settings: RwLock::new(settings),
             queue,
             _waiting_row: waiting_row,
@@ -320,6 +342,27 @@ impl AutoBlock {
         if let Some(t) = self.thread.lock().take() {
             let _ = t.join();
         }
+    }
+
+    /// Adds a taker of confirmed blocks (abuse reporting).
+    pub fn add_sink(&self, s: Arc<dyn BlockSink>) {
+        self.sinks.write().push(s);
+    }
+
+    fn confirm(&self, ip: IpAddr, trigger: Option<&Trigger>, reason: &str, now: i64) {
+        let sinks = self.sinks.read();
+        if sinks.is_empty() {
+            return;
+        }
+        let counts = self.db.view(ip, now).map_or([0; 7], |v| v.counts);
+        let c = Confirmed {
+            ip,
+            trigger: trigger.cloned(),
+            reason: reason.to_string(),
+            counts,
+            at: now,
+        };
+        sinks.iter().for_each(|s| s.confirmed(&c));
     }
 
     fn exemption(&self, ip: IpAddr) -> Option<String> {
@@ -451,6 +494,7 @@ impl AutoBlock {
                                 let until = expires_at.map_or(i64::MAX, |t| t.as_second());
                                 self.db.set_evidence(ip, Evidence::Expiring(until), now);
                                 self.digest.note(ip, &reason, SOURCE, expires_at, false);
+                                self.confirm(ip, batch.get(&ip), &reason, now);
                                 done.push(ip);
                             }
                             Outcome::DryRun { expires_at, .. } => {

@@ -131,7 +131,30 @@ impl Client {
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
-        let mut resp = req.call().map_err(|e| scrub(url, e))?;
+        let resp = req.call().map_err(|e| scrub(url, e))?;
+        self.answer(url, resp)
+    }
+
+    /// POST `body` to `url` with `headers` (abuse reports).
+    pub fn post(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<Fetched, FetchError> {
+        let mut req = self.agent.post(url);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = req.send(body).map_err(|e| scrub(url, e))?;
+        self.answer(url, resp)
+    }
+
+    fn answer(
+        &self,
+        url: &str,
+        mut resp: ureq::http::Response<ureq::Body>,
+    ) -> Result<Fetched, FetchError> {
         let status = resp.status().as_u16();
         let retry_after = resp
             .headers()
@@ -176,6 +199,8 @@ pub mod testsrv {
     pub struct Seen {
         pub path: String,
         pub headers: Vec<(String, String)>,
+        /// The request body (`Content-Length` bytes).
+        pub body: Vec<u8>,
     }
 
     impl Seen {
@@ -344,7 +369,21 @@ pub mod testsrv {
                 headers.push((k.trim().to_string(), v.trim().to_string()));
             }
         }
-        let req = Seen { path, headers };
+        let len = headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.parse::<usize>().ok())
+            .unwrap_or(0)
+            .min(1 << 20);
+        let mut body = vec![0; len];
+        if r.read_exact(&mut body).is_err() {
+            return;
+        }
+        let req = Seen {
+            path,
+            headers,
+            body,
+        };
         requests.fetch_add(1, Ordering::SeqCst);
         seen.lock().push(req.clone());
         let (status, extra, body) = h(&req);

@@ -229,6 +229,12 @@ impl Net {
         .unwrap()
     }
 
+    /// Moves the calling thread into srv: servers it then binds on loopback are the
+    /// daemon's loopback (a report collector).
+    pub(crate) fn enter_srv(&self) {
+        self.srv.enter();
+    }
+
     pub(crate) fn set(&self, name: &str) -> String {
         self.srv.nft(&["list", "set", "inet", "svc", name])
     }

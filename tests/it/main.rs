@@ -8,6 +8,7 @@
 
 mod common;
 
+mod abuse;
 mod apisec;
 mod auth;
 mod authlog;
