@@ -689,7 +689,7 @@ impl Challenge {
     }
 
     fn write_maps_if_due(&self, now: i64) {
-        let (last_at, last_addrs) = self.last_map.lock().clone();
+        let last_at = self.last_map.lock().0;
         let stale = last_at == i64::MIN || now - last_at >= webserver::MAP_REFRESH_SECS * MICROS;
         if !self.map_dirty.swap(false, Ordering::SeqCst) && !stale {
             return;
@@ -697,17 +697,18 @@ impl Challenge {
         let addrs = self.pending_addresses();
         let cfg = self.settings.read().cfg.clone();
         // The first write compares with what the web server loaded before this start.
-        let last_addrs = if last_at == i64::MIN {
+        let changed = if last_at == i64::MIN {
             crate::fsutil::read_daemon_string(&webserver::nginx_map_path(&cfg))
                 .map(|t| webserver::parse_map(&t))
                 .unwrap_or_default()
+                != addrs
         } else {
-            last_addrs
+            self.last_map.lock().1 != addrs
         };
         match webserver::write_maps(&cfg, &addrs) {
             Ok(()) => {
                 self.counters.map_writes.fetch_add(1, Ordering::Relaxed);
-                if addrs != last_addrs {
+                if changed {
                     self.reload_due.store(true, Ordering::SeqCst);
                 }
                 *self.last_map.lock() = (now, addrs);
