@@ -122,6 +122,9 @@ fn headless_chromium_solves_the_challenge_on_loopback() {
     let st = d.get("/api/v1/status", READ).expect(200).json();
     assert_eq!(st["challenge"]["enabled"], true, "{}", st["challenge"]);
     assert_eq!(st["challenge"]["pending"], 0);
+    let o = d.cli(&["status"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("challenge: 0 addresses pending"), "{text}");
 
     // The listener: page, script, refusals.
     let page = challenge_req(&d, addr, "GET", "/", b"");
