@@ -192,6 +192,9 @@ fn headless_chromium_solves_the_challenge_on_loopback() {
     );
     let page = challenge_req(&d, addr, "GET", "/", b"").text();
     assert!(page.contains("data-bits=\"13\""), "{page}");
+    let daemon_dir = d.dir.clone();
+    drop(d);
+    let _ = std::fs::remove_dir_all(&daemon_dir);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -461,7 +464,9 @@ fn a_scored_address_is_routed_redirected_by_nginx_solved_by_chromium_and_exempt(
         false
     );
     assert!(net.connects("192.0.2.1"));
+    let daemon_dir = d.dir.clone();
     drop(d);
+    let _ = std::fs::remove_dir_all(&daemon_dir);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
