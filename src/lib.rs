@@ -16,6 +16,7 @@
 pub mod abuse;
 pub mod alerts;
 pub mod api;
+pub mod challenge;
 pub mod checks;
 pub mod cli;
 pub mod clock;

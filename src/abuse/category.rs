@@ -68,7 +68,8 @@ fn check_of_reason(reason: &str) -> Option<&str> {
 /// The categories a confirmed block is reported under, in table order, without repeats.
 pub fn of_block(c: &Confirmed) -> Vec<&'static str> {
     let check = match &c.trigger {
-        Some(Trigger::Finding(check)) => Some(check.as_str()),
+        // An escalated challenge route is reported as its routed check.
+        Some(Trigger::Finding(check) | Trigger::Challenge(check)) => Some(check.as_str()),
         Some(_) => None,
         None => check_of_reason(&c.reason),
     };

@@ -11,6 +11,7 @@ pub mod audit;
 pub mod auth;
 mod backups;
 pub mod capabilities;
+mod challenge;
 pub mod csv;
 mod data;
 pub mod daterange;
@@ -75,6 +76,8 @@ pub struct Services {
     pub waf: Arc<crate::waf::service::WafService>,
     /// Threat intelligence: attack database, verdicts, automatic blocks, undo.
     pub threat: Arc<crate::threat::Threat>,
+    /// The proof-of-work challenge while `challenge.enabled`.
+    pub challenge: Option<Arc<crate::challenge::Challenge>>,
 }
 
 pub use firewall::control as firewall_control;

@@ -5,7 +5,7 @@ use crate::http::{Handler, Request, Response};
 
 use super::audit::Entry;
 use super::auth::{Caller, FailReason, Via};
-use super::{events, findings, incident, pages, session_routes, status, App};
+use super::{challenge, events, findings, incident, pages, session_routes, status, App};
 
 /// Who may call a route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +47,7 @@ macro_rules! get {
 pub static ROUTES: &[Route] = &[
     get!("/api/v1/status", Access::Read, status::status),
     get!("/api/v1/capabilities", Access::Read, status::capabilities),
+    get!("/api/v1/challenge/stats", Access::Read, challenge::stats),
     get!("/api/v1/health", Access::Read, status::health),
     get!("/api/v1/components", Access::Read, status::components),
     get!("/api/v1/findings", Access::Read, findings::list),

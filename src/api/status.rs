@@ -101,6 +101,12 @@ fn correlation_attribution(app: &App) -> BTreeMap<String, Attribution> {
 }
 
 #[derive(Serialize)]
+struct ChallengeInfo {
+    enabled: bool,
+    pending: usize,
+}
+
+#[derive(Serialize)]
 struct EventsInfo {
     subscribers: usize,
     max_subscribers: usize,
@@ -149,6 +155,9 @@ pub struct Snapshot<'a> {
     events: EventsInfo,
     #[serde(skip_serializing_if = "Option::is_none")]
     alerts: Option<Value>,
+    /// The proof-of-work challenge: `enabled` and `pending` (addresses routed, not yet
+    /// solved, escalated or expired).
+    challenge: ChallengeInfo,
     /// Firewall rollback timer: `state` (`none`, `pending`, `confirmed`, `reverted`, or
     /// `unavailable` without the engine), and `deadline`, `remaining_seconds` while pending.
     rollback: Value,
@@ -199,6 +208,14 @@ pub fn snapshot(app: &App) -> Snapshot<'_> {
         },
         alerts: app.services.alerts.status(),
         rollback: app.services.firewall.rollback_view(),
+        challenge: ChallengeInfo {
+            enabled: app.services.challenge.is_some(),
+            pending: app
+                .services
+                .challenge
+                .as_ref()
+                .map_or(0, |c| c.pending_count()),
+        },
     }
 }
 
@@ -383,6 +400,9 @@ pub fn metrics(app: &App, _req: &Request, _c: &Caller) -> Response {
     super::history::write_metrics(&mut out);
     queue_metrics(&mut out, &app.services.registry.snapshot());
     super::metrics::watcher_metrics(&mut out, &app.services.components.rows());
+    if let Some(c) = &app.services.challenge {
+        c.write_metrics(&mut out);
+    }
     Response::new(
         200,
         "text/plain; version=0.0.4; charset=utf-8",

@@ -10,6 +10,7 @@ pub mod status;
 pub mod threat;
 pub mod validate;
 pub mod waf;
+pub mod webserver;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -108,6 +109,11 @@ pub static SUBCOMMANDS: &[Subcommand] = &[
         name: "threat",
         summary: "threat intelligence: lookup, block, whitelist, clear, stats, undo (`svc threat --help`)",
         flags: threat::FLAGS,
+    },
+    Subcommand {
+        name: "webserver-integration",
+        summary: "Apache/nginx snippets that send challenged addresses to the proof-of-work challenge: install, status, remove",
+        flags: webserver::FLAGS,
     },
     Subcommand {
         name: "version",
@@ -235,6 +241,9 @@ pub fn main(args: Vec<OsString>) -> i32 {
     }
     if cmd.name == "threat" {
         return threat::run(args.collect());
+    }
+    if cmd.name == "webserver-integration" {
+        return webserver::run(args.collect());
     }
     let flags = match parse_flags(cmd, args.collect()) {
         Ok(f) => f,

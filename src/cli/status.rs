@@ -143,6 +143,12 @@ pub fn human(s: &Value) -> String {
             h["panics_total"],
         ));
     }
+    if s["challenge"]["enabled"] == true {
+        out.push_str(&format!(
+            "challenge: {} addresses pending\n",
+            s["challenge"]["pending"]
+        ));
+    }
     if let Some(f) = s.get("faults").and_then(Value::as_array) {
         for fault in f {
             out.push_str(&format!("fault: {}\n", str_of(fault)));

@@ -106,6 +106,22 @@ pub static RESTART_KEYS: &[RestartKey] = &[
         value: |c| format!("{:?}", c.firewall),
     },
     RestartKey {
+        key: "challenge.enabled",
+        value: |c| c.challenge.enabled.to_string(),
+    },
+    RestartKey {
+        key: "challenge.listen",
+        value: |c| c.challenge.listen.to_string(),
+    },
+    RestartKey {
+        key: "challenge.tls_cert",
+        value: |c| c.challenge.tls_cert.clone(),
+    },
+    RestartKey {
+        key: "challenge.tls_key",
+        value: |c| c.challenge.tls_key.clone(),
+    },
+    RestartKey {
         key: "auto_response.dry_run",
         value: |c| c.engine.auto_dry_run.to_string(),
     },

@@ -8,6 +8,7 @@
 
 pub mod abuse;
 pub mod alerts;
+pub mod challenge;
 pub mod firewall;
 pub mod geoip;
 pub mod live;
@@ -268,6 +269,8 @@ pub struct Config {
     pub threat: threat::ThreatConfig,
     /// `[reputation]`: verdict sources beyond the local attack database.
     pub reputation: threat::ReputationConfig,
+    /// `[challenge]`: the proof-of-work challenge.
+    pub challenge: challenge::ChallengeConfig,
 }
 
 impl Config {
@@ -381,6 +384,7 @@ pub fn from_table(
     let firewall = firewall::read(&mut r, &mut errs);
     let mail = mail::read(&mut r, &mut errs);
     let waf = waf::read(&mut r, &mut errs);
+    let challenge = challenge::read(&mut r, &mut errs);
     r.finish(&mut errs);
 
     if !errs.0.is_empty() {
@@ -402,6 +406,7 @@ pub fn from_table(
         waf,
         threat,
         reputation,
+        challenge,
     })
 }
 

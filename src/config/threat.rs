@@ -73,6 +73,9 @@ pub struct ThreatConfig {
     pub max_blocks_per_hour: u32,
     /// `auto_response.block_hours`: lifetime of an automatic block.
     pub block_hours: u64,
+    /// `auto_response.http_scanner_action`: `block` (default) or `challenge` (an
+    /// `http_scanner_profile` address is routed to the proof-of-work challenge when it runs).
+    pub http_scanner_action: String,
 }
 
 impl Default for ThreatConfig {
@@ -92,6 +95,7 @@ impl Default for ThreatConfig {
             block_score: DEFAULT_BLOCK_SCORE,
             max_blocks_per_hour: DEFAULT_MAX_BLOCKS_PER_HOUR,
             block_hours: 24,
+            http_scanner_action: "block".to_string(),
         }
     }
 }
@@ -321,6 +325,13 @@ pub(super) fn read_auto_response(
         errs,
     ) as u32;
     c.block_hours = ar.int("block_hours", d.block_hours as i64, 1, 24 * 365, errs) as u64;
+    c.http_scanner_action = ar.string("http_scanner_action", &d.http_scanner_action, errs);
+    if !["block", "challenge"].contains(&c.http_scanner_action.as_str()) {
+        errs.push(
+            ar.key("http_scanner_action"),
+            "must be \"block\" or \"challenge\"",
+        );
+    }
 }
 
 /// Reads `[reputation]`. Issue-specific sub-tables (crawler verification, abuse reports)

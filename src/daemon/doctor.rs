@@ -71,6 +71,11 @@ pub fn report(app: &App) -> Value {
         ),
     };
     checks.push(tls);
+    if let Some(ch) = &app.services.challenge {
+        let (status, detail) =
+            crate::challenge::webserver::doctor(&ch.settings().cfg, app.clock.now().as_second());
+        checks.push(check("webserver_integration", status, detail));
+    }
     checks.push(match &app.services.firewall {
         crate::firewall::Handle::Active(f) => {
             let s = f.status();

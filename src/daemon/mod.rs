@@ -14,6 +14,7 @@
 #[cfg(feature = "bench")]
 mod bench;
 
+pub mod challenge;
 pub mod collectors;
 pub mod commands;
 pub mod control;
@@ -239,6 +240,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         .map_err(|e| e.to_string())?
     };
     engine.subscribe(threat.listener());
+    let challenge = challenge::start(&cfg, clock.clone(), &store, &threat)?;
     let abuse = start_abuse_reporting(&cfg, &clock, &store, &registry, &threat)?;
     let waf = {
         let hook: Option<crate::waf::collector::EscalateHook> = match &firewall {
@@ -290,6 +292,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         mail: mail.clone(),
         waf: waf.clone(),
         threat: threat.clone(),
+        challenge: challenge.as_ref().map(|r| r.challenge.clone()),
     };
     let app = Arc::new(App::new(cfg.clone(), clock, store.clone(), services));
     {
@@ -357,6 +360,9 @@ pub fn run(opts: Options) -> Result<(), String> {
     events.close();
     stopper.stop();
     let _ = http_thread.join();
+    if let Some(c) = challenge {
+        c.stop();
+    }
     control.stop();
     if let Some(m) = mail_log {
         m.stop();

@@ -175,6 +175,25 @@ pub static SECTIONS: &[Section] = &[
         },
     },
     Section {
+        name: "challenge",
+        changed: |a, b| {
+            let live = |c: &Config| {
+                let mut x = c.challenge.clone();
+                let d = crate::config::challenge::ChallengeConfig::default();
+                (x.enabled, x.listen, x.tls_cert, x.tls_key) =
+                    (d.enabled, d.listen, d.tls_cert, d.tls_key);
+                (x, c.threat.http_scanner_action.clone())
+            };
+            live(a) != live(b)
+        },
+        apply: |h, c, _| {
+            if let Some(ch) = &h.app.services.challenge {
+                ch.set_settings(super::challenge::settings(c));
+            }
+            Ok(())
+        },
+    },
+    Section {
         name: "files",
         changed: |a, b| {
             (
@@ -619,6 +638,32 @@ mod tests {
                 &["threat"],
             ),
             ("[reputation.rdap]\nenabled = true\n", &["threat"]),
+            (
+                "[auto_response]\nhttp_scanner_action = \"challenge\"\n",
+                &["threat", "challenge"],
+            ),
+            ("[challenge]\nenabled = true\n", &["challenge.enabled"]),
+            (
+                "[challenge]\nlisten = \"127.0.0.1:1\"\n",
+                &["challenge.listen"],
+            ),
+            (
+                "[challenge]\ntls_cert = \"/c.pem\"\ntls_key = \"/k.pem\"\n",
+                &["challenge.tls_cert", "challenge.tls_key"],
+            ),
+            (
+                "[challenge]\npublic_url = \"https://c.example.com/\"\n",
+                &["challenge"],
+            ),
+            ("[challenge]\ndifficulty = 10\n", &["challenge"]),
+            ("[challenge]\ntimeout_minutes = 10\n", &["challenge"]),
+            ("[challenge]\nallow_hours = 10\n", &["challenge"]),
+            ("[challenge]\nmax_pending = 100\n", &["challenge"]),
+            ("[challenge]\nmap_dir = \"/srv/m\"\n", &["challenge"]),
+            ("[challenge]\napache_file = \"/srv/a.conf\"\n", &["challenge"]),
+            ("[challenge]\nnginx_http_file = \"/srv/h.conf\"\n", &["challenge"]),
+            ("[challenge]\nnginx_server_file = \"/srv/s.conf\"\n", &["challenge"]),
+            ("[challenge]\nreload_command = \"nginx -s reload\"\n", &["challenge"]),
             (
                 "[[reputation.feeds]]\nname = \"drop\"\nurl = \"https://f.example.com/drop.txt\"\n",
                 &["threat"],

@@ -1168,7 +1168,10 @@ fn commit_parked_checkpoints(
             if let Err(e) = rewritten {
                 // Left in the file: committed again next time, which is harmless only while
                 // no newer position exists; say so loudly.
-                log::error!("state.pending: cannot rewrite {}: {e}", file.path().display());
+                log::error!(
+                    "state.pending: cannot rewrite {}: {e}",
+                    file.path().display()
+                );
             }
             BTreeMap::new()
         }

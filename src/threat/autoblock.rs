@@ -13,7 +13,11 @@
 //!   false.
 //! - Never blocked automatically: loopback, unspecified and this host's addresses,
 //!   allow-listed addresses, `firewall.infra_ips`, addresses already blocked, and addresses
-//!   an [`Exemption`] claims (verified crawlers plug in here).
+//!   an [`Exemption`] claims (verified crawlers and solved challenges plug in here).
+//! - A [`Diversion`] (the proof-of-work challenge) may take over an address instead of a
+//!   block: findings under their check name, verdict scores as `local_threat_score` or
+//!   `ip_reputation` ([`score_check`]). `Trigger::Challenge` (an escalated route) is never
+//!   diverted.
 //! - Triggers: a finding of a check that reports an attacker address blocks at once; any
 //!   other scored event makes the address a candidate whose verdict score is compared with
 //!   `auto_response.block_score` (default 80; an automatic cycle is a scan: at most
@@ -66,6 +70,14 @@ pub trait Exemption: Send + Sync {
     fn exempt(&self, ip: IpAddr) -> Option<String>;
 }
 
+/// Routes an address about to be blocked to another response (the proof-of-work
+/// challenge, `crate::challenge`) instead of a block.
+pub trait Diversion: Send + Sync {
+    /// True when `ip`, about to be blocked for `check` (a check name, or `ip_reputation` /
+    /// `local_threat_score` for verdict scores), was taken over.
+    fn divert(&self, ip: IpAddr, check: &str) -> bool;
+}
+
 /// An automatic block that took effect in the firewall (not a dry run): confirmed abuse,
 /// offered to every [`BlockSink`] (abuse reporting).
 #[derive(Clone, Debug)]
@@ -95,6 +107,8 @@ pub enum Trigger {
     Evidence,
     /// A finding of a check that reports an attacker address.
     Finding(String),
+    /// The challenge escalates an address routed for this check: block, never divert.
+    Challenge(String),
 }
 
 pub(crate) struct Candidate {
@@ -143,6 +157,7 @@ pub struct AutoBlock {
     undo: Arc<Undo>,
     digest: Arc<Digest>,
     exemptions: Arc<RwLock<Vec<Arc<dyn Exemption>>>>,
+    diversion: RwLock<Option<Arc<dyn Diversion>>>,
     sinks: RwLock<Vec<Arc<dyn BlockSink>>>,
     settings: RwLock<Settings>,
     queue: BoundedQueue<Candidate>,
@@ -259,6 +274,7 @@ impl AutoBlock {
             undo: d.undo,
             digest: d.digest,
             exemptions: d.exemptions,
+            diversion: RwLock::new(None),
             sinks: RwLock::new(Vec::new()),
             settings: RwLock::new(settings),
             queue,
@@ -280,6 +296,11 @@ impl AutoBlock {
 
     pub fn settings(&self) -> Settings {
         self.settings.read().clone()
+    }
+
+    /// Sets the routing hook (the proof-of-work challenge).
+    pub fn set_diversion(&self, d: Arc<dyn Diversion>) {
+        *self.diversion.write() = Some(d);
     }
 
     /// Offers a candidate (never waits; a full queue counts a loss on `auto_block.waiting`).
@@ -414,7 +435,14 @@ impl AutoBlock {
                     done.push(ip);
                     continue;
                 }
+                let diversion = self.diversion.read().clone();
+                let divert = |check: &str| diversion.as_ref().is_some_and(|d| d.divert(ip, check));
                 let reason = match trigger {
+                    Trigger::Finding(check) if divert(check) => {
+                        done.push(ip);
+                        continue;
+                    }
+                    Trigger::Challenge(check) => format!("auto: {check}, challenge not solved"),
                     Trigger::Finding(check) => {
                         let score = self
                             .db
@@ -427,6 +455,10 @@ impl AutoBlock {
                         let v = self.agg.verdict(ip, Some(budget.clone()));
                         if v.blocked || v.score < settings.block_score {
                             self.counters.below_score.fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        }
+                        if divert(score_check(&v)) {
+                            done.push(ip);
                             continue;
                         }
                         format!("auto: {} verdict score {}", v.verdict, v.score)
@@ -622,5 +654,20 @@ impl AutoBlock {
     /// Whether the firewall only records (auto_response.dry_run).
     pub fn dry_run(&self) -> bool {
         self.firewall.dry_run()
+    }
+}
+
+/// The signal a verdict score stands for: `local_threat_score` when the strongest
+/// answered source is local (the attack database, GeoIP), else `ip_reputation`.
+pub fn score_check(v: &super::verdict::Verdict) -> &'static str {
+    let top = v
+        .lines
+        .iter()
+        .filter(|l| l.answer.status == super::verdict::Status::Ok)
+        .filter_map(|l| l.answer.score.map(|s| (l.weight * f64::from(s), l.name)))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match top {
+        Some((_, "local_db" | "geoip")) | None => "local_threat_score",
+        Some(_) => "ip_reputation",
     }
 }

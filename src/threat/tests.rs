@@ -398,3 +398,79 @@ fn bulk_undo_restores_prior_lifetimes_and_later_decisions_invalidate() {
     );
     assert!(matches!(other, Err((404, _))), "{other:?}");
 }
+
+/// The proof-of-work challenge on the auto-block path (`crate::challenge`): a routed
+/// signal is diverted instead of blocked, escalated to a real block after 30 unsolved
+/// minutes (injected clock), and a solved address is exempt; other checks block as before.
+#[test]
+fn challenge_diverts_escalates_and_exempts() {
+    use super::autoblock::Trigger as T;
+    use crate::challenge::{pow, Challenge, Diversion, Settings, SolvedExemption};
+    let Some(r) = Rig::new("challenge") else {
+        return;
+    };
+    let ab = r.t.autoblock.clone().unwrap();
+    let c = Challenge::new(
+        r.clock.clone(),
+        r.store.clone(),
+        vec![7; 32],
+        Settings {
+            cfg: crate::config::challenge::ChallengeConfig {
+                enabled: true,
+                difficulty: 8,
+                map_dir: r.dir.join("maps"),
+                ..Default::default()
+            },
+            scanner_challenge: false,
+        },
+    );
+    r.t.add_exemption(Arc::new(SolvedExemption(c.clone())));
+    ab.set_diversion(Arc::new(Diversion(c.clone())));
+    let weak = Arc::downgrade(&ab);
+    c.set_escalate(Arc::new(move |ip, check: &str| {
+        if let Some(ab) = weak.upgrade() {
+            ab.offer(ip, T::Challenge(check.to_string()));
+        }
+    }));
+    let (a, b, s): (IpAddr, IpAddr, IpAddr) = (
+        "192.0.2.30".parse().unwrap(),
+        "192.0.2.31".parse().unwrap(),
+        "192.0.2.32".parse().unwrap(),
+    );
+    ab.offer(a, T::Finding("wp_login_bruteforce".into()));
+    ab.offer(b, T::Finding("xmlrpc_abuse".into()));
+    ab.offer(s, T::Finding("ssh_bruteforce".into()));
+    super::wait_for(|| c.pending_count() == 2 && r.block(s).is_some());
+    assert!(
+        r.block(a).is_none() && r.block(b).is_none(),
+        "diverted, not blocked"
+    );
+    // b solves the challenge: exempt from now on.
+    let (nonce, bits) = c.issue(b).unwrap();
+    let counter = pow::solve(&nonce, bits).to_string();
+    c.verify(b, &pow::Proof { nonce, counter }).unwrap();
+    let exempt = ab
+        .counters
+        .exempt
+        .load(std::sync::atomic::Ordering::Relaxed);
+    ab.offer(b, T::Finding("xmlrpc_abuse".into()));
+    super::wait_for(|| {
+        ab.counters
+            .exempt
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > exempt
+    });
+    // 30 minutes later a is escalated to a hard block through the auto-block path.
+    r.clock.advance_secs(29 * 60);
+    c.tick();
+    assert!(r.block(a).is_none());
+    r.clock.advance_secs(60);
+    c.tick();
+    super::wait_for(|| r.block(a).is_some());
+    let reason = r.fw.check(a).block.unwrap().1.reason;
+    assert!(reason.contains("challenge not solved"), "{reason}");
+    assert!(r.block(b).is_none(), "the solved address is never blocked");
+    assert_eq!(c.stats()["escalated"], 1);
+    assert_eq!(c.pending_count(), 0);
+    c.shutdown();
+}

@@ -216,6 +216,19 @@ impl Net {
         Daemon::start_with(dir, config, state, &[])
     }
 
+    /// Runs `f` on a thread inside the peer's namespace (its addresses are 192.0.2.2 and
+    /// 198.51.100.2; the daemon's side is 192.0.2.1 and 198.51.100.1).
+    pub(crate) fn in_peer<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let peer = self.peer.name.clone();
+        std::thread::spawn(move || {
+            let f2 = std::fs::File::open(format!("/run/netns/{peer}")).unwrap();
+            nix::sched::setns(f2.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+            f()
+        })
+        .join()
+        .unwrap()
+    }
+
     /// Moves the calling thread into srv: servers it then binds on loopback are the
     /// daemon's loopback (a report collector).
     pub(crate) fn enter_srv(&self) {

@@ -12,6 +12,7 @@ mod abuse;
 mod apisec;
 mod auth;
 mod authlog;
+mod challenge;
 mod data;
 mod engine;
 mod events;

@@ -1,0 +1,260 @@
+//! `svc webserver-integration install|status|remove`: the web-server snippets that send
+//! addresses routed to the proof-of-work challenge to `challenge.public_url`
+//! (`crate::challenge::webserver` has the files and their exact content). Works without
+//! the daemon: it reads the configuration (defaults when there is no file).
+//!
+//! - `install [--server apache|nginx]`: writes the snippets of the named server, or of
+//!   every server whose snippet directory exists; writes empty maps when none exist yet.
+//!   Refuses when `challenge.public_url` is unset or a file at a snippet path was not
+//!   written by svc. Prints what the operator still has to do (enable, include, reload).
+//! - `status`: each server's files (`installed`, `outdated`, `foreign`, `missing`) and the
+//!   map's age (`fresh` when the daemon rewrote it within 15 minutes). Exit 1 when nothing
+//!   is installed or the map is not fresh.
+//! - `remove [--server ...]`: deletes the snippets svc wrote (never a foreign file); the
+//!   maps stay (the daemon owns them).
+//!
+//! Exit codes: 0 done; 1 refused or failed; 2 usage error.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use super::Flags;
+use crate::challenge::webserver::{self, Server};
+use crate::config::challenge::ChallengeConfig;
+
+pub const FLAGS: &[(&str, &str)] = &[
+    (
+        "--server NAME",
+        "install, remove: apache or nginx (default: every server found)",
+    ),
+    ("--json", "print JSON"),
+    (
+        "-c, --config FILE",
+        "main configuration file (default /etc/svc/svc.toml)",
+    ),
+    ("-h, --help", "print this help"),
+];
+
+pub fn usage() -> String {
+    let mut s = String::from(
+        "svc webserver-integration — send challenged addresses to the proof-of-work challenge\n\nUsage: svc webserver-integration install|status|remove [options]\n\nCommands:\n  install   write the Apache and/or nginx snippets (challenge.apache_file, challenge.nginx_*_file)\n  status    which snippets are installed, and whether the daemon keeps the map fresh\n  remove    delete the snippets svc wrote\n\nOptions:\n",
+    );
+    for (flag, help) in FLAGS {
+        s.push_str(&format!("  {flag:<20} {help}\n"));
+    }
+    s
+}
+
+#[derive(Default)]
+struct Args {
+    words: Vec<String>,
+    server: Option<Server>,
+    json: bool,
+    config: Option<PathBuf>,
+    help: bool,
+}
+
+fn parse(args: Vec<OsString>) -> Result<Args, String> {
+    use lexopt::prelude::*;
+    let mut p = lexopt::Parser::from_args(args);
+    let mut a = Args::default();
+    let err = |e: lexopt::Error| e.to_string();
+    while let Some(arg) = p.next().map_err(err)? {
+        match arg {
+            Value(v) => a.words.push(v.to_string_lossy().into_owned()),
+            Long("server") => {
+                let v = p.value().map_err(err)?.to_string_lossy().into_owned();
+                a.server = Some(
+                    Server::parse(&v)
+                        .ok_or_else(|| format!("--server: expected apache or nginx, got {v:?}"))?,
+                );
+            }
+            Long("json") => a.json = true,
+            Short('c') | Long("config") => a.config = Some(PathBuf::from(p.value().map_err(err)?)),
+            Short('h') | Long("help") => a.help = true,
+            other => return Err(other.unexpected().to_string()),
+        }
+    }
+    match a.words.as_slice() {
+        [] if a.help => {}
+        [w] if matches!(w.as_str(), "install" | "status" | "remove") => {}
+        [] => return Err("missing command (install, status or remove)".into()),
+        [w] => return Err(format!("unknown command {w:?}")),
+        _ => return Err("one command at a time".into()),
+    }
+    if a.server.is_some() && a.words.first().is_some_and(|w| w == "status") {
+        return Err("--server applies to install and remove".into());
+    }
+    Ok(a)
+}
+
+fn config(a: &Args) -> Result<ChallengeConfig, Vec<String>> {
+    let flags = Flags {
+        config: a.config.clone(),
+        ..Flags::default()
+    };
+    let path = super::config_path(&flags);
+    if a.config.is_none() && !path.exists() {
+        return Ok(ChallengeConfig::default());
+    }
+    crate::config::load(&path)
+        .map(|c| c.challenge)
+        .map_err(|errs| errs.iter().map(|e| e.to_string()).collect())
+}
+
+pub fn run(args: Vec<OsString>) -> i32 {
+    let a = match parse(args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("svc webserver-integration: {e}\n");
+            eprint!("{}", usage());
+            return 2;
+        }
+    };
+    if a.help {
+        print!("{}", usage());
+        return 0;
+    }
+    let c = match config(&a) {
+        Ok(c) => c,
+        Err(errs) => {
+            for e in errs {
+                eprintln!("svc webserver-integration: {e}");
+            }
+            return 1;
+        }
+    };
+    let servers: Vec<Server> = match a.server {
+        Some(s) => vec![s],
+        None => Server::ALL.into_iter().filter(|s| s.present(&c)).collect(),
+    };
+    match a.words[0].as_str() {
+        "install" => install(&a, &c, &servers),
+        "remove" => remove(&a, &c, &servers),
+        _ => status(&a, &c),
+    }
+}
+
+fn install(a: &Args, c: &ChallengeConfig, servers: &[Server]) -> i32 {
+    if servers.is_empty() {
+        eprintln!("svc webserver-integration install: no web server found (no directory for challenge.apache_file or challenge.nginx_http_file); name one with --server");
+        return 1;
+    }
+    let mut written = Vec::new();
+    for s in servers {
+        match webserver::install(c, *s) {
+            Ok(paths) => written.extend(paths.into_iter().map(|p| (s.name(), p))),
+            Err(e) => {
+                eprintln!("svc webserver-integration install: {}: {e}", s.name());
+                return 1;
+            }
+        }
+    }
+    if a.json {
+        let files: Vec<_> = written
+            .iter()
+            .map(|(s, p)| json!({"server": s, "path": p.display().to_string()}))
+            .collect();
+        super::out(&format!("{}\n", json!({ "ok": true, "written": files })));
+        return 0;
+    }
+    let mut text = String::new();
+    for (s, p) in &written {
+        text.push_str(&format!("wrote {s}: {}\n", p.display()));
+    }
+    if servers.contains(&Server::Apache) {
+        text.push_str(&format!(
+            "apache: add `Include {}` inside each <VirtualHost> to protect (a2enmod rewrite), then reload Apache\n",
+            c.apache_file.display()
+        ));
+    }
+    if servers.contains(&Server::Nginx) {
+        text.push_str(&format!(
+            "nginx: add `include {};` to each server {{}} to protect, reload nginx, and set challenge.reload_command (nginx reads the map at reload)\n",
+            c.nginx_server_file.display()
+        ));
+    }
+    super::out(&text);
+    0
+}
+
+fn remove(a: &Args, c: &ChallengeConfig, servers: &[Server]) -> i32 {
+    let servers: Vec<Server> = if a.server.is_some() {
+        servers.to_vec()
+    } else {
+        Server::ALL.to_vec()
+    };
+    let mut removed = Vec::new();
+    for s in servers {
+        match webserver::remove(c, s) {
+            Ok(paths) => removed.extend(paths),
+            Err(e) => {
+                eprintln!("svc webserver-integration remove: {}: {e}", s.name());
+                return 1;
+            }
+        }
+    }
+    if a.json {
+        let files: Vec<String> = removed.iter().map(|p| p.display().to_string()).collect();
+        super::out(&format!("{}\n", json!({ "ok": true, "removed": files })));
+    } else if removed.is_empty() {
+        super::out("nothing to remove\n");
+    } else {
+        let mut text = String::new();
+        for p in &removed {
+            text.push_str(&format!("removed {}\n", p.display()));
+        }
+        text.push_str("reload the web server (and remove its include lines) to finish\n");
+        super::out(&text);
+    }
+    0
+}
+
+/// The map's state: (`fresh`, `stale` or `missing`, age in seconds).
+pub fn map_state(c: &ChallengeConfig) -> (&'static str, Option<i64>) {
+    let now = jiff::Timestamp::now().as_second();
+    match webserver::map_age(c, now) {
+        Some(age) if age <= webserver::MAP_STALE_SECS => ("fresh", Some(age)),
+        Some(age) => ("stale", Some(age)),
+        None => ("missing", None),
+    }
+}
+
+fn status(a: &Args, c: &ChallengeConfig) -> i32 {
+    let st = webserver::status(c);
+    let (map, age) = map_state(c);
+    let any = st.iter().any(|s| s.state == "installed");
+    let ok = any && map == "fresh";
+    if a.json {
+        super::out(&format!(
+            "{}\n",
+            json!({
+                "ok": ok, "servers": st, "map": map, "map_age_seconds": age,
+                "map_file": webserver::nginx_map_path(c).display().to_string(),
+                "public_url": c.public_url,
+            })
+        ));
+    } else {
+        let mut text = String::new();
+        for s in &st {
+            text.push_str(&format!("{:<7} {}\n", s.server, s.state));
+            for (p, f) in &s.files {
+                text.push_str(&format!("        {f:<9} {p}\n"));
+            }
+        }
+        text.push_str(&format!(
+            "map     {map}{} ({})\n",
+            age.map(|a| format!(", written {a} s ago"))
+                .unwrap_or_default(),
+            c.map_dir.display()
+        ));
+        super::out(&text);
+    }
+    if ok {
+        0
+    } else {
+        1
+    }
+}

@@ -1,0 +1,319 @@
+//! `[challenge]`: the proof-of-work challenge (see `crate::challenge`).
+//!
+//! `enabled`, `listen`, `tls_cert` and `tls_key` are read once at start (the listener);
+//! every other key applies live on reload.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use toml::Value;
+
+use super::reader::{Errors, TableReader};
+
+/// `[challenge]`, validated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChallengeConfig {
+    /// `challenge.enabled`: run the listener and route pre-auth signals to it.
+    pub enabled: bool,
+    /// `challenge.listen`: address of the challenge listener (TLS).
+    pub listen: SocketAddr,
+    /// `challenge.tls_cert` / `challenge.tls_key`: the listener's pair; empty: the web UI's.
+    pub tls_cert: String,
+    pub tls_key: String,
+    /// `challenge.public_url`: where the web server sends challenged addresses.
+    pub public_url: String,
+    /// `challenge.difficulty`: leading zero bits a proof needs.
+    pub difficulty: u8,
+    /// `challenge.timeout_minutes`: an address that does not solve the challenge in this
+    /// time is blocked (claimed-crawler routes expire instead).
+    pub timeout_minutes: u64,
+    /// `challenge.allow_hours`: how long a solved challenge exempts the address.
+    pub allow_hours: u64,
+    /// `challenge.max_pending`: addresses routed to the challenge at once.
+    pub max_pending: usize,
+    /// `challenge.map_dir`: where the daemon writes the web-server map files.
+    pub map_dir: PathBuf,
+    /// `challenge.apache_file`: the Apache snippet `svc webserver-integration` writes.
+    pub apache_file: PathBuf,
+    /// `challenge.nginx_http_file`: the nginx `http`-level snippet (the `geo` map).
+    pub nginx_http_file: PathBuf,
+    /// `challenge.nginx_server_file`: the nginx `server`-level snippet (the redirect).
+    pub nginx_server_file: PathBuf,
+    /// `challenge.reload_command`: argv run (no shell) after the map changed, at most once
+    /// every 10 seconds (nginx reads its map only at reload). Empty: none.
+    pub reload_command: Vec<String>,
+}
+
+impl Default for ChallengeConfig {
+    fn default() -> Self {
+        ChallengeConfig {
+            enabled: false,
+            listen: SocketAddr::from(([127, 0, 0, 1], 8439)),
+            tls_cert: String::new(),
+            tls_key: String::new(),
+            public_url: String::new(),
+            difficulty: 16,
+            timeout_minutes: 30,
+            allow_hours: 4,
+            max_pending: 10_000,
+            map_dir: PathBuf::from("/var/cache/svc-challenge"),
+            apache_file: PathBuf::from("/etc/apache2/conf-available/svc-challenge.conf"),
+            nginx_http_file: PathBuf::from("/etc/nginx/conf.d/svc-challenge.conf"),
+            nginx_server_file: PathBuf::from("/etc/nginx/snippets/svc-challenge.conf"),
+            reload_command: Vec::new(),
+        }
+    }
+}
+
+/// Keys of `[challenge]` with their default and meaning (the docs list these).
+pub const KEYS: &[(&str, &str, &str)] = &[
+    (
+        "challenge.enabled",
+        "false",
+        "run the proof-of-work challenge (restart)",
+    ),
+    (
+        "challenge.listen",
+        "127.0.0.1:8439",
+        "challenge listener address (restart)",
+    ),
+    (
+        "challenge.tls_cert",
+        "(web UI pair)",
+        "listener certificate (restart)",
+    ),
+    (
+        "challenge.tls_key",
+        "(web UI pair)",
+        "listener key (restart)",
+    ),
+    (
+        "challenge.public_url",
+        "(unset)",
+        "https URL the web server redirects challenged addresses to",
+    ),
+    (
+        "challenge.difficulty",
+        "16",
+        "leading zero bits of a proof (8-24)",
+    ),
+    (
+        "challenge.timeout_minutes",
+        "30",
+        "unsolved routes become blocks after this (1-1440)",
+    ),
+    (
+        "challenge.allow_hours",
+        "4",
+        "a solved challenge exempts the address this long (1-168)",
+    ),
+    (
+        "challenge.max_pending",
+        "10000",
+        "addresses routed at once (16-1000000)",
+    ),
+    (
+        "challenge.map_dir",
+        "/var/cache/svc-challenge",
+        "directory of the web-server map files",
+    ),
+    (
+        "challenge.apache_file",
+        "/etc/apache2/conf-available/svc-challenge.conf",
+        "Apache snippet",
+    ),
+    (
+        "challenge.nginx_http_file",
+        "/etc/nginx/conf.d/svc-challenge.conf",
+        "nginx http-level snippet",
+    ),
+    (
+        "challenge.nginx_server_file",
+        "/etc/nginx/snippets/svc-challenge.conf",
+        "nginx server-level snippet",
+    ),
+    (
+        "challenge.reload_command",
+        "(unset)",
+        "argv run after the map changed (nginx reload)",
+    ),
+];
+
+fn path(t: &mut TableReader<'_>, key: &'static str, default: &Path, errs: &mut Errors) -> PathBuf {
+    let v = t.string(key, &default.to_string_lossy(), errs);
+    if !v.starts_with('/') || v.contains('\0') || v.contains('\n') || v.contains('"') {
+        errs.push(
+            t.key(key),
+            "must be an absolute path without quotes or newlines",
+        );
+        return default.to_path_buf();
+    }
+    PathBuf::from(v)
+}
+
+/// Whether `url` is an absolute http(s) URL safe to write into a web-server snippet.
+pub fn url_ok(url: &str) -> bool {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"));
+    let Some(rest) = rest else { return false };
+    let host = rest.split('/').next().unwrap_or("");
+    !host.is_empty()
+        && url.len() <= 2048
+        && url.bytes().all(|b| {
+            b.is_ascii_graphic()
+                && !matches!(
+                    b,
+                    b'"' | b'\'' | b'\\' | b';' | b'{' | b'}' | b'$' | b'<' | b'>' | b'`'
+                )
+        })
+}
+
+/// Reads `[challenge]` from the root table.
+pub(super) fn read(root: &mut TableReader<'_>, errs: &mut Errors) -> ChallengeConfig {
+    let d = ChallengeConfig::default();
+    let mut t = root.table("challenge", errs);
+    let enabled = t.bool("enabled", d.enabled, errs);
+    let listen_s = t.string("listen", &d.listen.to_string(), errs);
+    let listen = listen_s.parse::<SocketAddr>().unwrap_or_else(|_| {
+        errs.push(
+            t.key("listen"),
+            "must be an address and port such as 127.0.0.1:8439",
+        );
+        d.listen
+    });
+    let tls_cert = t.string("tls_cert", "", errs);
+    let tls_key = t.string("tls_key", "", errs);
+    if tls_cert.is_empty() != tls_key.is_empty() {
+        let missing = if tls_cert.is_empty() {
+            "tls_cert"
+        } else {
+            "tls_key"
+        };
+        errs.push(
+            t.key(missing),
+            "must be set together with the other (or both left empty)",
+        );
+    }
+    let public_url = t.string("public_url", "", errs);
+    if !public_url.is_empty() && !url_ok(&public_url) {
+        errs.push(
+            t.key("public_url"),
+            "must be an absolute http(s) URL without quotes, spaces, ';', '$', braces or angle brackets",
+        );
+    }
+    let difficulty = t.int("difficulty", i64::from(d.difficulty), 8, 24, errs) as u8;
+    let timeout_minutes = t.int("timeout_minutes", d.timeout_minutes as i64, 1, 1440, errs) as u64;
+    let allow_hours = t.int("allow_hours", d.allow_hours as i64, 1, 168, errs) as u64;
+    let max_pending = t.int("max_pending", d.max_pending as i64, 16, 1_000_000, errs) as usize;
+    let map_dir = path(&mut t, "map_dir", &d.map_dir, errs);
+    let apache_file = path(&mut t, "apache_file", &d.apache_file, errs);
+    let nginx_http_file = path(&mut t, "nginx_http_file", &d.nginx_http_file, errs);
+    let nginx_server_file = path(&mut t, "nginx_server_file", &d.nginx_server_file, errs);
+    let reload_command = match t.raw("reload_command") {
+        None => Vec::new(),
+        Some(Value::String(s)) => s.split_whitespace().map(str::to_string).collect(),
+        Some(Value::Array(items)) => {
+            let mut out = Vec::new();
+            for (i, v) in items.iter().enumerate() {
+                match v {
+                    Value::String(s) if !s.contains('\0') => out.push(s.clone()),
+                    _ => errs.push(
+                        format!("{}[{i}]", t.key("reload_command")),
+                        "must be a string",
+                    ),
+                }
+            }
+            out
+        }
+        Some(_) => {
+            errs.push(
+                t.key("reload_command"),
+                "must be a string or an array of strings",
+            );
+            Vec::new()
+        }
+    };
+    if let Some(first) = reload_command.first() {
+        if first.is_empty() || (first.contains('/') && !first.starts_with('/')) {
+            errs.push(
+                t.key("reload_command"),
+                "the program must be a name looked up in PATH or an absolute path",
+            );
+        }
+    }
+    if nginx_http_file == nginx_server_file {
+        errs.push(
+            t.key("nginx_server_file"),
+            "must differ from challenge.nginx_http_file",
+        );
+    }
+    t.finish(errs);
+    ChallengeConfig {
+        enabled,
+        listen,
+        tls_cert,
+        tls_key,
+        public_url,
+        difficulty,
+        timeout_minutes,
+        allow_hours,
+        max_pending,
+        map_dir,
+        apache_file,
+        nginx_http_file,
+        nginx_server_file,
+        reload_command,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{from_table, parse_str};
+
+    fn check(text: &str) -> Result<super::ChallengeConfig, Vec<String>> {
+        let t = parse_str(text).map_err(|e| vec![e])?;
+        from_table(&t, vec![])
+            .map(|c| c.challenge)
+            .map_err(|es| es.iter().map(|e| e.to_string()).collect())
+    }
+
+    #[test]
+    fn defaults_and_errors() {
+        let c = check("").unwrap();
+        assert_eq!(c, super::ChallengeConfig::default());
+        assert!(!c.enabled);
+        assert_eq!(c.listen.to_string(), "127.0.0.1:8439");
+        let c = check("[challenge]\nenabled = true\npublic_url = \"https://challenge.example.com/\"\ndifficulty = 12\nreload_command = \"nginx -s reload\"\n").unwrap();
+        assert_eq!((c.difficulty, c.reload_command.len()), (12, 3));
+        let e = check("[challenge]\nlisten = \"x\"\ndifficulty = 40\npublic_url = \"https://a.example.com/$x\"\nmap_dir = \"rel\"\ntls_cert = \"/c\"\nbogus = 1\n")
+            .unwrap_err()
+            .join("\n");
+        for k in [
+            "challenge.listen: must be",
+            "challenge.difficulty: must be between",
+            "challenge.public_url: must be",
+            "challenge.map_dir: must be",
+            "challenge.tls_key: must be set together",
+            "challenge.bogus: unknown key",
+        ] {
+            assert!(e.contains(k), "{k}: {e}");
+        }
+    }
+
+    #[test]
+    fn urls() {
+        assert!(super::url_ok("https://c.example.com/"));
+        assert!(super::url_ok("http://127.0.0.1:8439"));
+        for bad in [
+            "",
+            "ftp://x",
+            "https://",
+            "https://a b",
+            "https://a/\";",
+            "https://a/{x}",
+        ] {
+            assert!(!super::url_ok(bad), "{bad}");
+        }
+    }
+}
