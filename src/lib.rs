@@ -22,6 +22,7 @@ pub mod components;
 pub mod config;
 pub mod crawler;
 pub mod daemon;
+pub mod dns;
 pub mod events;
 pub mod findings;
 pub mod firewall;
