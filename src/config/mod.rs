@@ -7,6 +7,7 @@
 //! - Loading never logs a secret; errors name keys, never token values.
 
 pub mod alerts;
+pub mod crawler;
 pub mod firewall;
 pub mod geoip;
 pub mod live;
@@ -267,6 +268,8 @@ pub struct Config {
     pub threat: threat::ThreatConfig,
     /// `[reputation]`: verdict sources beyond the local attack database.
     pub reputation: threat::ReputationConfig,
+    /// The crawler-verification keys of `[reputation]`.
+    pub crawler: crawler::CrawlerConfig,
 }
 
 impl Config {
@@ -374,7 +377,8 @@ pub fn from_table(
     let mut threat = threat::ThreatConfig::default();
     let engine = read_engine(&mut r, &mut errs, &mut threat);
     threat::read_threat(&mut r, &mut errs, &mut threat);
-    let reputation = threat::read_reputation(&mut r, &mut errs);
+    let mut crawler = crawler::CrawlerConfig::default();
+    let reputation = threat::read_reputation(&mut r, &mut errs, &mut crawler);
     let geoip = geoip::read(&mut r, &mut errs);
     let alerts = alerts::read(&mut r, &mut errs);
     let firewall = firewall::read(&mut r, &mut errs);
@@ -401,6 +405,7 @@ pub fn from_table(
         waf,
         threat,
         reputation,
+        crawler,
     })
 }
 

@@ -6,6 +6,7 @@
 //! - [`Store::write`] returns only after the job's transaction committed (or failed).
 //! - Health is read from atomics ([`Store::health`]); it never touches the database.
 
+pub mod crawler;
 pub mod data;
 pub mod findings;
 pub mod firewall;

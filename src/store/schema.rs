@@ -481,6 +481,16 @@ const MIGRATIONS: &[&str] = &[
         net TEXT NOT NULL,
         PRIMARY KEY (feed, net)
     ) WITHOUT ROWID;",
+    "CREATE TABLE bot_verify (
+        ip TEXT NOT NULL,
+        name TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        at INTEGER NOT NULL,
+        retry_at INTEGER NOT NULL,
+        expires INTEGER NOT NULL,
+        PRIMARY KEY (ip, name)
+    ) WITHOUT ROWID;
+    CREATE INDEX bot_verify_expires ON bot_verify (expires);",
 ];
 
 /// Applies pending migrations.
