@@ -75,6 +75,8 @@ pub struct Services {
     pub waf: Arc<crate::waf::service::WafService>,
     /// Threat intelligence: attack database, verdicts, automatic blocks, undo.
     pub threat: Arc<crate::threat::Threat>,
+    /// Verified crawlers (`crawler::Verifier`).
+    pub crawler: Arc<crate::crawler::Verifier>,
 }
 
 pub use firewall::control as firewall_control;

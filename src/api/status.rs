@@ -383,6 +383,7 @@ pub fn metrics(app: &App, _req: &Request, _c: &Caller) -> Response {
     super::history::write_metrics(&mut out);
     queue_metrics(&mut out, &app.services.registry.snapshot());
     super::metrics::watcher_metrics(&mut out, &app.services.components.rows());
+    super::metrics::crawler_metrics(&mut out, &app.services.crawler);
     Response::new(
         200,
         "text/plain; version=0.0.4; charset=utf-8",

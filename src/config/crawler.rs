@@ -14,7 +14,7 @@ use crate::crawler::identity::{is_builtin, Identity};
 use crate::crawler::UpdaterSettings;
 
 /// The crawler keys.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CrawlerConfig {
     /// `reputation.bot_verify_enabled` (default off).
     pub enabled: bool,
@@ -25,17 +25,6 @@ pub struct CrawlerConfig {
     /// `reputation.dns_server`: `ip:port` of the DNS server for reverse DNS; the nameservers
     /// of `/etc/resolv.conf` when unset.
     pub dns_server: Option<SocketAddr>,
-}
-
-impl Default for CrawlerConfig {
-    fn default() -> Self {
-        CrawlerConfig {
-            enabled: false,
-            verified_bots: Vec::new(),
-            bot_ranges: UpdaterSettings::default(),
-            dns_server: None,
-        }
-    }
 }
 
 impl CrawlerConfig {

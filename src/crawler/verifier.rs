@@ -389,7 +389,7 @@ impl Verifier {
             return;
         };
         // Newest first, so the caps keep the most recent records.
-        list.sort_by(|a, b| b.at.cmp(&a.at));
+        list.sort_by_key(|r| std::cmp::Reverse(r.at));
         let mut st = self.state.lock();
         st.last_cleanup = last;
         for r in list {
