@@ -11,6 +11,7 @@ mod common;
 mod apisec;
 mod auth;
 mod authlog;
+mod crawler;
 mod data;
 mod engine;
 mod events;
