@@ -271,7 +271,10 @@ pub struct Verifier {
     ranges: RwLock<Arc<RangeSet>>,
     state: Mutex<State>,
     queue: Arc<BoundedQueue<Job>>,
-    _row: RowHandle,
+    registry: Arc<Registry>,
+    /// The queue row, registered while verification is on (rows of inactive features do not
+    /// exist).
+    row: Mutex<Option<RowHandle>>,
     worker: Mutex<Option<std::thread::JoinHandle<()>>>,
     stopped: AtomicBool,
     pub counters: Counters,
@@ -318,9 +321,15 @@ impl Verifier {
             )
             .map_err(|e| StartError::Queue(format!("{e:?}")))?,
         );
-        let row = registry
-            .register(ROW, queue.health().clone())
-            .map_err(|e| StartError::Queue(e.to_string()))?;
+        let row = if settings.enabled {
+            Some(
+                registry
+                    .register(ROW, queue.health().clone())
+                    .map_err(|e| StartError::Queue(e.to_string()))?,
+            )
+        } else {
+            None
+        };
         let v = Arc::new(Verifier {
             clock,
             store,
@@ -328,7 +337,8 @@ impl Verifier {
             ranges: RwLock::new(Arc::new(ranges)),
             state: Mutex::new(State::default()),
             queue,
-            _row: row,
+            registry: registry.clone(),
+            row: Mutex::new(row),
             worker: Mutex::new(None),
             stopped: AtomicBool::new(false),
             counters: Counters::default(),
@@ -423,6 +433,17 @@ impl Verifier {
     /// cached result (spec rule 3).
     pub fn reconfigure(&self, settings: Settings) {
         let reset = self.live.read().settings.operator != settings.operator;
+        {
+            let mut row = self.row.lock();
+            if !settings.enabled {
+                *row = None;
+            } else if row.is_none() {
+                match self.registry.register(ROW, self.queue.health().clone()) {
+                    Ok(h) => *row = Some(h),
+                    Err(e) => log::warn!("{ROW}: {e}"),
+                }
+            }
+        }
         *self.live.write() = Arc::new(Live::new(settings));
         if reset {
             let _ = self.reset();

@@ -473,12 +473,16 @@ fn ranges_first_then_rdns_fallback_and_operator_ranges() {
             name: g("partnerbot")
         }
     );
-    // Off: no claims at all.
+    assert!(f.registry.snapshot().contains_key(ROW));
+    // Off: no claims at all, and no queue row.
     f.v.reconfigure(Settings {
         enabled: false,
         ..settings(&f.dns, vec![])
     });
     assert_eq!(f.check("66.249.64.7"), BotCheck::NoClaim);
+    assert!(!f.registry.snapshot().contains_key(ROW));
+    f.v.reconfigure(settings(&f.dns, vec![]));
+    assert!(f.registry.snapshot().contains_key(ROW));
 }
 
 #[test]
