@@ -195,4 +195,8 @@ fn update_bot_ranges_applies_without_restart_and_reset_clears_records() {
         Some("2"),
         "{m}"
     );
+    let dir = d.dir.clone();
+    drop(d2);
+    drop(d);
+    let _ = std::fs::remove_dir_all(dir);
 }
