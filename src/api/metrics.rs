@@ -183,3 +183,87 @@ pub fn watcher_metrics(out: &mut String, rows: &[crate::components::ComponentRow
         }
     }
 }
+
+/// Published crawler ranges (`svc_botranges_*`) and verification counters.
+pub fn crawler_metrics(out: &mut String, v: &crate::crawler::Verifier) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let r = &v.range_status;
+    gauge(
+        out,
+        "svc_botranges_refresh_success",
+        "gauge",
+        "1 when the last refresh of published crawler ranges fetched every feed, 0 when a feed failed, -1 before any refresh.",
+        r.last_ok.load(Relaxed),
+    );
+    gauge(
+        out,
+        "svc_botranges_refresh_failure_total",
+        "counter",
+        "Refreshes of published crawler ranges in which a feed failed (the previous list stayed).",
+        r.failures.load(Relaxed),
+    );
+    gauge(
+        out,
+        "svc_botranges_last_success_timestamp_seconds",
+        "gauge",
+        "Unix time of the last refresh that fetched every feed; 0 when none since start.",
+        r.last_success.load(Relaxed),
+    );
+    let _ = writeln!(
+        out,
+        "# HELP svc_botranges_prefixes Published address ranges in force per crawler.\n# TYPE svc_botranges_prefixes gauge"
+    );
+    for (name, n) in v.ranges().counts() {
+        let _ = writeln!(
+            out,
+            "svc_botranges_prefixes{{crawler=\"{}\"}} {n}",
+            label(&name)
+        );
+    }
+    let c = &v.counters;
+    let _ = writeln!(
+        out,
+        "# HELP svc_bot_verifications_total Completed reverse-DNS verifications by result.\n# TYPE svc_bot_verifications_total counter"
+    );
+    for (result, n) in [
+        ("verified", &c.verified),
+        ("negative", &c.negative),
+        ("no_ptr", &c.no_ptr),
+        ("dns_failure", &c.dns_failures),
+    ] {
+        let _ = writeln!(
+            out,
+            "svc_bot_verifications_total{{result=\"{result}\"}} {}",
+            n.load(Relaxed)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP svc_bot_verification_refused_total Verification admissions refused.\n# TYPE svc_bot_verification_refused_total counter"
+    );
+    for (reason, n) in [
+        ("history_full", &c.history_refused),
+        ("queue", &c.queue_refused),
+    ] {
+        let _ = writeln!(
+            out,
+            "svc_bot_verification_refused_total{{reason=\"{reason}\"}} {}",
+            n.load(Relaxed)
+        );
+    }
+    let (history, results) = v.sizes();
+    gauge(
+        out,
+        "svc_bot_verification_history",
+        "gauge",
+        "Entries in the crawler attempt history.",
+        history,
+    );
+    gauge(
+        out,
+        "svc_bot_verification_cached",
+        "gauge",
+        "Cached crawler verification results.",
+        results,
+    );
+}

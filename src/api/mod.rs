@@ -78,6 +78,8 @@ pub struct Services {
     pub threat: Arc<crate::threat::Threat>,
     /// The proof-of-work challenge while `challenge.enabled`.
     pub challenge: Option<Arc<crate::challenge::Challenge>>,
+    /// Verified crawlers (`crawler::Verifier`).
+    pub crawler: Arc<crate::crawler::Verifier>,
 }
 
 pub use firewall::control as firewall_control;

@@ -403,6 +403,7 @@ pub fn metrics(app: &App, _req: &Request, _c: &Caller) -> Response {
     if let Some(c) = &app.services.challenge {
         c.write_metrics(&mut out);
     }
+    super::metrics::crawler_metrics(&mut out, &app.services.crawler);
     Response::new(
         200,
         "text/plain; version=0.0.4; charset=utf-8",

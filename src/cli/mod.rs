@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod control;
+pub mod crawler;
 pub mod doctor;
 pub mod firewall;
 pub mod mail;
@@ -116,6 +117,16 @@ pub static SUBCOMMANDS: &[Subcommand] = &[
         flags: webserver::FLAGS,
     },
     Subcommand {
+        name: "update-bot-ranges",
+        summary: "fetch published crawler ranges, write the snapshot and have the running daemon apply it",
+        flags: &[("--json", "print the outcome as JSON"), CONFIG_FLAG, ("--dev", "use the --dev configuration of this directory"), HELP_FLAG],
+    },
+    Subcommand {
+        name: "store",
+        summary: "state-database maintenance: `svc store reset-bot-verify` clears crawler verification records",
+        flags: &[("--json", "print the outcome as JSON"), CONFIG_FLAG, ("--dev", "use the --dev configuration of this directory"), HELP_FLAG],
+    },
+    Subcommand {
         name: "version",
         summary: "print the version",
         flags: &[HELP_FLAG],
@@ -175,7 +186,10 @@ pub fn parse_flags(c: &Subcommand, args: Vec<OsString>) -> Result<Flags, UsageEr
         let name = match &arg {
             Short(ch) => format!("-{ch}"),
             Long(l) => format!("--{l}"),
-            Value(v) if c.name == "quarantine" && f.positional.len() < 2 => {
+            Value(v)
+                if (c.name == "quarantine" && f.positional.len() < 2)
+                    || (c.name == "store" && f.positional.is_empty()) =>
+            {
                 f.positional.push(v.to_string_lossy().into_owned());
                 continue;
             }
@@ -277,6 +291,8 @@ pub fn main(args: Vec<OsString>) -> i32 {
         "doctor" => doctor::run(&flags),
         "check" => check::run(&flags),
         "quarantine" => check::quarantine(&flags),
+        "update-bot-ranges" => crawler::update_bot_ranges(&flags),
+        "store" => crawler::store(&flags),
         "version" => {
             println!("svc {}", env!("CARGO_PKG_VERSION"));
             0

@@ -28,6 +28,10 @@ pub struct RestartKey {
 /// deadlines, check schedule and layout, GeoIP databases, firewall settings).
 pub static RESTART_KEYS: &[RestartKey] = &[
     RestartKey {
+        key: "reputation.bot_ranges.*",
+        value: |c| format!("{:?}", c.crawler.bot_ranges),
+    },
+    RestartKey {
         key: "logs.waf",
         value: |c| format!("{:?}", c.engine.waf_logs),
     },

@@ -9,6 +9,7 @@
 pub mod abuse;
 pub mod alerts;
 pub mod challenge;
+pub mod crawler;
 pub mod firewall;
 pub mod geoip;
 pub mod live;
@@ -271,6 +272,8 @@ pub struct Config {
     pub reputation: threat::ReputationConfig,
     /// `[challenge]`: the proof-of-work challenge.
     pub challenge: challenge::ChallengeConfig,
+    /// The crawler-verification keys of `[reputation]`.
+    pub crawler: crawler::CrawlerConfig,
 }
 
 impl Config {
@@ -378,7 +381,8 @@ pub fn from_table(
     let mut threat = threat::ThreatConfig::default();
     let engine = read_engine(&mut r, &mut errs, &mut threat);
     threat::read_threat(&mut r, &mut errs, &mut threat);
-    let reputation = threat::read_reputation(&mut r, &mut errs);
+    let mut crawler = crawler::CrawlerConfig::default();
+    let reputation = threat::read_reputation(&mut r, &mut errs, &mut crawler);
     let geoip = geoip::read(&mut r, &mut errs);
     let alerts = alerts::read(&mut r, &mut errs);
     let firewall = firewall::read(&mut r, &mut errs);
@@ -407,6 +411,7 @@ pub fn from_table(
         threat,
         reputation,
         challenge,
+        crawler,
     })
 }
 

@@ -336,9 +336,14 @@ pub(super) fn read_auto_response(
 
 /// Reads `[reputation]`. Issue-specific sub-tables (crawler verification, abuse reports)
 /// join this reader.
-pub(super) fn read_reputation(root: &mut TableReader<'_>, errs: &mut Errors) -> ReputationConfig {
+pub(super) fn read_reputation(
+    root: &mut TableReader<'_>,
+    errs: &mut Errors,
+    crawler: &mut super::crawler::CrawlerConfig,
+) -> ReputationConfig {
     let d = ReputationConfig::default();
     let mut r = root.table("reputation", errs);
+    *crawler = super::crawler::read(&mut r, errs);
     let ca = r.string("ca_file", "", errs);
     let ca_file = if ca.is_empty() {
         None

@@ -6,7 +6,16 @@
 //! daemon wires in the verifier when `reputation.bot_verify_enabled` is on and
 //! [`NoVerification`] otherwise.
 
+pub mod guards;
+pub mod identity;
+pub mod ranges;
+pub mod updater;
+pub mod verifier;
+
 use std::net::IpAddr;
+
+pub use updater::{Updater, UpdaterSettings};
+pub use verifier::{Settings, Verifier};
 
 /// What is known about a request's claimed crawler identity. `name` is the identity's name
 /// (`googlebot`, or an operator-defined `reputation.verified_bots` entry's `name`).

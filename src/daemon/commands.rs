@@ -84,6 +84,30 @@ pub static COMMANDS: &[Command] = &[
         summary: "svc threat: lookup, block, whitelist, clear, stats, undo",
         run: |c, name, args| crate::api::threat_control(&c.app, name, args),
     },
+    Command {
+        name: "bot_ranges.apply",
+        summary: "svc update-bot-ranges: re-read the on-disk range snapshot and apply it",
+        run: |c, _, args| {
+            let ok = args.get("refresh_ok").and_then(Value::as_bool);
+            match c
+                .app
+                .services
+                .crawler
+                .apply_snapshot(&c.app.cfg.state_path, ok)
+            {
+                Ok(n) => json!({ "ok": true, "prefixes": n }),
+                Err(e) => json!({ "error": e }),
+            }
+        },
+    },
+    Command {
+        name: "bot_verify.reset",
+        summary: "svc store reset-bot-verify: clear crawler records and cached results",
+        run: |c, _, _| match c.app.services.crawler.reset() {
+            Ok(n) => json!({ "ok": true, "removed": n }),
+            Err(e) => json!({ "error": format!("store: {e}") }),
+        },
+    },
     #[cfg(feature = "bench")]
     Command {
         name: "bench.inject",

@@ -242,6 +242,11 @@ pub fn run(opts: Options) -> Result<(), String> {
     engine.subscribe(threat.listener());
     let challenge = challenge::start(&cfg, clock.clone(), &store, &threat)?;
     let abuse = start_abuse_reporting(&cfg, &clock, &store, &registry, &threat)?;
+    let (crawler, crawler_updater) = start_crawler(&cfg, clock.clone(), &store, &registry)?;
+    threat.add_exemption(crawler.clone());
+    // The access-log collector's oracle: the verifier answers `NoClaim` while
+    // `reputation.bot_verify_enabled` is off, as `crawler::NoVerification` does.
+    let _bot_oracle: Arc<dyn crate::crawler::BotOracle> = crawler.clone();
     let waf = {
         let hook: Option<crate::waf::collector::EscalateHook> = match &firewall {
             crate::firewall::Handle::Active(fw) => {
@@ -293,6 +298,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         waf: waf.clone(),
         threat: threat.clone(),
         challenge: challenge.as_ref().map(|r| r.challenge.clone()),
+        crawler: crawler.clone(),
     };
     let app = Arc::new(App::new(cfg.clone(), clock, store.clone(), services));
     {
@@ -376,6 +382,10 @@ pub fn run(opts: Options) -> Result<(), String> {
     password_audit.shutdown();
     mail.stop();
     engine.shutdown();
+    if let Some(u) = crawler_updater {
+        u.stop();
+    }
+    crawler.stop();
     // After the last finding: events written, automatic blocking stopped.
     threat.shutdown();
     // After the last block: waiting reports reach the spool; the senders stop.
@@ -423,6 +433,51 @@ fn start_abuse_reporting(
         ab.add_sink(r.clone());
     }
     Ok(r)
+}
+
+/// Starts the crawler verifier (always: it answers `NoClaim` while verification is off, so
+/// `reputation.bot_verify_enabled` applies on reload) and, when verification and
+/// `reputation.bot_ranges` are on, the published-range updater.
+fn start_crawler(
+    cfg: &Config,
+    clock: crate::clock::SharedClock,
+    store: &Store,
+    registry: &Arc<Registry>,
+) -> Result<
+    (
+        Arc<crate::crawler::Verifier>,
+        Option<crate::crawler::Updater>,
+    ),
+    String,
+> {
+    let (ranges, err) = crate::crawler::ranges::RangeSet::load(&cfg.state_path);
+    if let Some(e) = err {
+        log::warn!("bot ranges: {e}; using the embedded snapshot");
+    }
+    let verifier = crate::crawler::Verifier::start(
+        cfg.crawler.settings(),
+        ranges,
+        clock,
+        store.clone(),
+        registry,
+    )
+    .map_err(|e| e.to_string())?;
+    let updater = if cfg.crawler.enabled && cfg.crawler.bot_ranges.enabled {
+        let roots = crate::threat::http::Roots::load(cfg.reputation.ca_file.as_deref())?;
+        Some(
+            crate::crawler::Updater::start(
+                verifier.clone(),
+                cfg.crawler.bot_ranges.clone(),
+                cfg.state_path.clone(),
+                roots,
+                std::time::Duration::from_secs(cfg.reputation.timeout_seconds),
+            )
+            .map_err(|e| format!("cannot start the bot-range updater: {e}"))?,
+        )
+    } else {
+        None
+    };
+    Ok((verifier, updater))
 }
 
 /// How long an address escalated by the WAF stays blocked.

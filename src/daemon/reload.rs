@@ -194,6 +194,14 @@ pub static SECTIONS: &[Section] = &[
         },
     },
     Section {
+        name: "reputation.crawler",
+        changed: |a, b| a.crawler.settings() != b.crawler.settings(),
+        apply: |h, c, _| {
+            h.app.services.crawler.reconfigure(c.crawler.settings());
+            Ok(())
+        },
+    },
+    Section {
         name: "files",
         changed: |a, b| {
             (
@@ -671,6 +679,22 @@ mod tests {
             (
                 "[reputation.report]\nspool_limit = 500\n[[reputation.report.destinations]]\nname = \"c\"\nurl = \"https://c.example.com/r\"\n",
                 &["reputation.report"],
+            ),
+            (
+                "[reputation]\nbot_verify_enabled = true\n",
+                &["reputation.crawler"],
+            ),
+            (
+                "[reputation]\ndns_server = \"127.0.0.1:53\"\n",
+                &["reputation.crawler"],
+            ),
+            (
+                "[[reputation.verified_bots]]\nname = \"x\"\nua_substrings = [\"xbot\"]\nip_ranges = [\"8.8.8.0/24\"]\n",
+                &["reputation.crawler"],
+            ),
+            (
+                "[reputation.bot_ranges]\ninterval_hours = 2\n",
+                &["reputation.bot_ranges.*"],
             ),
         ];
         for (text, want) in cases {

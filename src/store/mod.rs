@@ -7,6 +7,7 @@
 //! - Health is read from atomics ([`Store::health`]); it never touches the database.
 
 pub mod abuse;
+pub mod crawler;
 pub mod data;
 pub mod findings;
 pub mod firewall;

@@ -502,6 +502,16 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (dest, ip, category)
     ) WITHOUT ROWID;
     CREATE INDEX abuse_reported_at ON abuse_reported(at);",
+    "CREATE TABLE bot_verify (
+        ip TEXT NOT NULL,
+        name TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        at INTEGER NOT NULL,
+        retry_at INTEGER NOT NULL,
+        expires INTEGER NOT NULL,
+        PRIMARY KEY (ip, name)
+    ) WITHOUT ROWID;
+    CREATE INDEX bot_verify_expires ON bot_verify (expires);",
 ];
 
 /// Applies pending migrations.

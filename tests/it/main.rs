@@ -13,6 +13,7 @@ mod apisec;
 mod auth;
 mod authlog;
 mod challenge;
+mod crawler;
 mod data;
 mod engine;
 mod events;

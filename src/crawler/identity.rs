@@ -1,0 +1,203 @@
+//! Crawler identities: which user agents claim which crawler, and how a claim is verified.
+//!
+//! Built-in identities (search engines and social platforms by forward-confirmed reverse
+//! DNS, some with a published range list checked first; AI-vendor crawlers by published
+//! ranges, one with a legacy reverse-DNS suffix as fallback) come first in
+//! [`Identities::new`]'s order after the operator's `reputation.verified_bots`; a user agent
+//! claims the identity of its leftmost matching substring (case-insensitive), operator
+//! entries winning ties.
+
+use std::sync::Arc;
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+
+use super::guards::Net;
+
+/// How an identity verifies, besides published ranges looked up by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// `googlebot`, or an operator entry's `name`.
+    pub name: Arc<str>,
+    /// Lower-case user-agent substrings that claim it.
+    pub ua_substrings: Vec<String>,
+    /// Reverse-DNS suffixes a forward-confirmed PTR must be under; empty: no DNS method.
+    pub rdns_suffixes: Vec<String>,
+    /// Operator ranges (`ip_ranges`). Built-ins take theirs from the range snapshot.
+    pub ip_ranges: Vec<Net>,
+    /// Whether the published range snapshot has a list under this name (checked first).
+    pub published: bool,
+    pub builtin: bool,
+}
+
+/// One built-in identity: (name, user-agent substrings, reverse-DNS suffixes, published ranges).
+type Builtin = (
+    &'static str,
+    &'static [&'static str],
+    &'static [&'static str],
+    bool,
+);
+
+/// The built-in identities. `published` ones are also refreshed by the range updater.
+pub const BUILTINS: &[Builtin] = &[
+    (
+        "googlebot",
+        &[
+            "googlebot",
+            "googleother",
+            "google-inspectiontool",
+            "adsbot-google",
+            "storebot-google",
+        ],
+        &["googlebot.com", "google.com"],
+        true,
+    ),
+    (
+        "bingbot",
+        &["bingbot", "adidxbot", "bingpreview"],
+        &["search.msn.com"],
+        true,
+    ),
+    ("applebot", &["applebot"], &["applebot.apple.com"], true),
+    (
+        "yandexbot",
+        &["yandexbot", "yandeximages", "yandexmobilebot"],
+        &["yandex.ru", "yandex.net", "yandex.com"],
+        false,
+    ),
+    (
+        "baiduspider",
+        &["baiduspider"],
+        &["baidu.com", "baidu.jp"],
+        false,
+    ),
+    ("petalbot", &["petalbot"], &["petalsearch.com"], false),
+    ("seznambot", &["seznambot"], &["seznam.cz"], false),
+    (
+        "facebookbot",
+        &[
+            "facebookexternalhit",
+            "facebookcatalog",
+            "meta-externalagent",
+        ],
+        &["fbsv.net"],
+        false,
+    ),
+    ("twitterbot", &["twitterbot"], &["twttr.com"], false),
+    ("linkedinbot", &["linkedinbot"], &["linkedin.com"], false),
+    ("pinterestbot", &["pinterestbot"], &["pinterest.com"], false),
+    ("gptbot", &["gptbot"], &[], true),
+    ("chatgpt-user", &["chatgpt-user"], &[], true),
+    ("oai-searchbot", &["oai-searchbot"], &[], true),
+    ("perplexitybot", &["perplexitybot"], &[], true),
+    // Amazon's combined feed verifies by address; the legacy suffix is only a fallback.
+    (
+        "amazonbot",
+        &["amazonbot"],
+        &["crawl.amazonbot.amazon"],
+        true,
+    ),
+];
+
+/// Whether `name` is a built-in identity's name.
+pub fn is_builtin(name: &str) -> bool {
+    BUILTINS.iter().any(|b| b.0 == name)
+}
+
+/// The identities in force and the matcher over their user-agent substrings.
+pub struct Identities {
+    list: Vec<Identity>,
+    matcher: Option<AhoCorasick>,
+    /// Pattern index -> identity index.
+    owner: Vec<usize>,
+}
+
+impl Identities {
+    /// Operator entries first, then the built-ins.
+    pub fn new(operator: &[Identity]) -> Identities {
+        let mut list: Vec<Identity> = operator.to_vec();
+        for (name, ua, rdns, published) in BUILTINS {
+            list.push(Identity {
+                name: Arc::from(*name),
+                ua_substrings: ua.iter().map(|s| s.to_string()).collect(),
+                rdns_suffixes: rdns.iter().map(|s| s.to_string()).collect(),
+                ip_ranges: Vec::new(),
+                published: *published,
+                builtin: true,
+            });
+        }
+        let mut patterns = Vec::new();
+        let mut owner = Vec::new();
+        for (i, id) in list.iter().enumerate() {
+            for s in &id.ua_substrings {
+                patterns.push(s.to_ascii_lowercase());
+                owner.push(i);
+            }
+        }
+        let matcher = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::LeftmostFirst)
+            .build(&patterns)
+            .ok();
+        Identities {
+            list,
+            matcher,
+            owner,
+        }
+    }
+
+    /// The identity `user_agent` claims, if any.
+    pub fn claim(&self, user_agent: &str) -> Option<&Identity> {
+        let m = self.matcher.as_ref()?.find(user_agent)?;
+        self.owner
+            .get(m.pattern().as_usize())
+            .and_then(|&i| self.list.get(i))
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Identity> {
+        self.list.iter().find(|i| &*i.name == name)
+    }
+
+    pub fn all(&self) -> &[Identity] {
+        &self.list
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_suffixes_pass_the_guards() {
+        for (name, _, rdns, _) in BUILTINS {
+            for s in *rdns {
+                assert!(
+                    super::super::guards::check_rdns_suffix(s).is_ok(),
+                    "{name}: {s}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn claims_are_case_insensitive_and_operator_first() {
+        let op = Identity {
+            name: Arc::from("mybot"),
+            ua_substrings: vec!["mybot".into()],
+            rdns_suffixes: vec!["example.com".into()],
+            ip_ranges: vec![],
+            published: false,
+            builtin: false,
+        };
+        let ids = Identities::new(&[op]);
+        let ua = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
+        assert_eq!(&*ids.claim(ua).unwrap().name, "googlebot");
+        assert_eq!(&*ids.claim("MyBot/1.0").unwrap().name, "mybot");
+        assert_eq!(
+            &*ids.claim("Mozilla/5.0 GPTBot/1.2").unwrap().name,
+            "gptbot"
+        );
+        assert!(ids
+            .claim("Mozilla/5.0 (X11; Linux x86_64) Firefox/130.0")
+            .is_none());
+    }
+}
