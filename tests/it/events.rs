@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -142,6 +143,27 @@ fn write_webshells(www: &Path, tag: &str, n: usize) -> BTreeSet<String> {
     paths
 }
 
+/// [`write_webshells`] in groups of 16, each written once the reader has received all but
+/// 16 of the files before it (at most 32 outstanding; waits at most 60 s per group).
+fn write_webshells_paced(www: &Path, tag: &str, n: usize, seen: &AtomicUsize) -> BTreeSet<String> {
+    let dir = www.join(tag);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut paths = BTreeSet::new();
+    for i in 0..n {
+        if i % 16 == 0 && i >= 32 {
+            let started = Instant::now();
+            while seen.load(Ordering::Relaxed) < i - 16 && started.elapsed() < Duration::from_secs(60)
+            {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        let p = dir.join(format!("shell{i:04}.php"));
+        std::fs::write(&p, format!("{WEBSHELL}// {i}\n")).unwrap();
+        paths.insert(p.display().to_string());
+    }
+    paths
+}
+
 fn status(d: &Daemon) -> Value {
     d.get("/api/v1/status", READ).expect(200).json()
 }
@@ -174,12 +196,21 @@ fn a_stalled_subscriber_slows_neither_the_dispatcher_nor_other_subscribers() {
 
     let www = d.dir.join("www");
     let (tx, rx) = std::sync::mpsc::channel();
+    // Finding events the reading subscriber has received so far: the burst is paced by it,
+    // so on a loaded machine this test process's own reader never falls a buffer (64)
+    // behind, while the stalled subscriber, which reads nothing, still overflows.
+    let seen = Arc::new(AtomicUsize::new(0));
+    let seen_by_reader = seen.clone();
     let reading = std::thread::spawn(move || {
-        let text = reader.read_until(|t| webshell_paths(&parse_events(t)).len() >= N);
+        let text = reader.read_until(|t| {
+            let n = t.matches("event: finding\n").count();
+            seen_by_reader.store(n, Ordering::Relaxed);
+            n >= N && webshell_paths(&parse_events(t)).len() >= N
+        });
         let _ = tx.send(());
         (text, reader)
     });
-    let expected = write_webshells(&www, "burst", N);
+    let expected = write_webshells_paced(&www, "burst", N, &seen);
     // The API keeps answering while one stream is stalled and findings pour in.
     let started = Instant::now();
     while rx.try_recv().is_err() && started.elapsed() < Duration::from_secs(60) {
