@@ -174,6 +174,8 @@ pub fn run(opts: Options) -> Result<(), String> {
     )?;
     let collectors = Arc::new(collectors::LiveCollectors::start(
         &cfg,
+        // The crawler verifier is wired here when it lands (issue 15).
+        Arc::new(crate::crawler::NoVerification),
         clock.clone(),
         &engine,
         &registry,

@@ -302,3 +302,60 @@ fn hostile_text_in_findings_is_cut_and_cleaned() {
     assert!(!d.contains('\u{1b}'));
     assert!(d.len() < 600, "{}", d.len());
 }
+
+/// Lines captured from the real Debian nginx and apache2 on loopback
+/// (tests/fixtures/accesslog/capture.sh): every line parses, and each attack in them is
+/// reported once, from its address.
+#[test]
+fn real_nginx_and_apache_logs() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/accesslog/");
+    let all = [
+        "http_scanner_profile 203.0.113.5",
+        "http_scanner_profile 203.0.113.6",
+        "http_ua_spoof 192.0.2.66",
+        "wp_login_bruteforce 192.0.2.10",
+        "wp_user_enumeration 198.51.100.7",
+        "xmlrpc_abuse 198.51.100.7",
+    ];
+    for (file, vhost, expect) in [
+        ("nginx-combined.log", false, &all[..]),
+        ("apache-combined.log", false, &all[..]),
+        ("apache-vhost_combined.log", true, &all[..]),
+        // No user agent in `common`: neither the scanner agent nor the crawler claim.
+        (
+            "apache-common.log",
+            false,
+            &[
+                "http_scanner_profile 203.0.113.5",
+                "wp_login_bruteforce 192.0.2.10",
+                "wp_user_enumeration 198.51.100.7",
+                "xmlrpc_abuse 198.51.100.7",
+            ][..],
+        ),
+    ] {
+        let text = std::fs::read_to_string(format!("{dir}{file}")).unwrap();
+        let mut r = Rig::new(AccessThresholds::default());
+        r.oracle.answers.lock().insert(
+            "192.0.2.66".parse().unwrap(),
+            BotCheck::Spoofed {
+                name: "googlebot".into(),
+            },
+        );
+        let mut lines = 0;
+        for l in text.lines() {
+            let parsed = parse_line(l).unwrap_or_else(|e| panic!("{file}: {e}: {l}"));
+            assert_eq!(parsed.vhost.is_some(), vhost, "{l}");
+            let out = &mut r.out;
+            r.det.process_line(l, &mut |f| out.push(f));
+            lines += 1;
+        }
+        assert!(lines >= 50, "{file}");
+        let mut got: Vec<String> = r
+            .out
+            .iter()
+            .map(|f| format!("{} {}", f.check, f.ip.unwrap()))
+            .collect();
+        got.sort();
+        assert_eq!(got, expect, "{file}");
+    }
+}
