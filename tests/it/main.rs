@@ -8,6 +8,7 @@
 
 mod common;
 
+mod accesslog;
 mod apisec;
 mod auth;
 mod authlog;

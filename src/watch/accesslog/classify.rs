@@ -4,6 +4,8 @@
 //! The lists are deliberately short and specific: they decide which requests are counted,
 //! and a threshold per address decides what is reported.
 
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::sync::LazyLock;
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
@@ -174,8 +176,78 @@ impl Request {
     }
 }
 
-/// Classifies one parsed line.
-pub fn classify(l: &AccessLine<'_>) -> Request {
+/// User agents whose classification is remembered at most (the set is cleared when full:
+/// a flood of distinct user agents costs a scan each, never memory).
+pub const UA_CACHE: usize = 4096;
+/// Longest user agent remembered.
+const UA_CACHE_MAX_LEN: usize = 512;
+
+/// [`classify`] with the user agents' classification remembered: real traffic repeats a
+/// few hundred user agents, and scanning one is most of the cost of a line.
+#[derive(Default)]
+pub struct Classifier {
+    ua: HashMap<Box<str>, (bool, bool), BuildHasherDefault<FxHasher>>,
+}
+
+impl Classifier {
+    pub fn classify(&mut self, l: &AccessLine<'_>) -> Request {
+        let mut r = classify_request(l);
+        if let Some(ua) = l.user_agent {
+            if ua.len() > 1 {
+                let (scanner, crawler) = match self.ua.get(ua) {
+                    Some(&v) => v,
+                    None => {
+                        let v = classify_ua(ua);
+                        if ua.len() <= UA_CACHE_MAX_LEN {
+                            if self.ua.len() >= UA_CACHE {
+                                self.ua.clear();
+                            }
+                            self.ua.insert(ua.into(), v);
+                        }
+                        v
+                    }
+                };
+                r.scanner_agent = scanner;
+                r.claims_crawler = crawler;
+            }
+        }
+        r
+    }
+}
+
+/// A fast non-cryptographic hasher (FxHash over 8-byte words) for the user-agent cache: its
+/// keys are attacker-chosen, but the cache is bounded and cleared, so collisions cost time
+/// on one table of at most [`UA_CACHE`] entries, never memory.
+#[derive(Default)]
+pub struct FxHasher(u64);
+
+impl std::hash::Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// (scanner agent, claims a crawler) of a user agent.
+fn classify_ua(ua: &str) -> (bool, bool) {
+    let scanner = matches(&SCANNERS, ua);
+    (scanner, !scanner && matches(&CRAWLERS, ua))
+}
+
+/// The request facts that do not depend on the user agent.
+fn classify_request(l: &AccessLine<'_>) -> Request {
     let path = l.path().as_bytes();
     let post = l.method == "POST";
     let mut r = Request {
@@ -187,10 +259,15 @@ pub fn classify(l: &AccessLine<'_>) -> Request {
     if l.status == 404 {
         r.probe_404 = matches(&PROBES, l.path());
     }
+    r
+}
+
+/// Classifies one parsed line (without a cache; see [`Classifier`]).
+pub fn classify(l: &AccessLine<'_>) -> Request {
+    let mut r = classify_request(l);
     if let Some(ua) = l.user_agent {
         if ua.len() > 1 {
-            r.scanner_agent = matches(&SCANNERS, ua);
-            r.claims_crawler = !r.scanner_agent && matches(&CRAWLERS, ua);
+            (r.scanner_agent, r.claims_crawler) = classify_ua(ua);
         }
     }
     r

@@ -41,7 +41,7 @@ use crate::crawler::{BotCheck, BotOracle};
 use crate::findings::{Finding, Severity};
 use crate::watch::authlog::table::AddrTable;
 
-use super::classify::{classify, Request};
+use super::classify::{Classifier, FxHasher, Request};
 use super::parse::{parse_line, AccessLine};
 use super::thresholds::{AccessThresholds, SharedThresholds};
 
@@ -160,6 +160,7 @@ pub struct AccessDetector {
     window_ns: i64,
     clock: SharedClock,
     oracle: Arc<dyn BotOracle>,
+    classifier: Classifier,
     table: AddrTable<Track>,
     stats: AccessStats,
     last_maintain: i64,
@@ -183,6 +184,7 @@ impl AccessDetector {
             last_maintain: clock.monotonic_nanos(),
             clock,
             oracle,
+            classifier: Classifier::default(),
             stats: AccessStats::default(),
         }
     }
@@ -230,7 +232,7 @@ impl AccessDetector {
 
     /// Observes one parsed request.
     pub fn observe(&mut self, l: &AccessLine<'_>, emit: &mut dyn FnMut(Finding)) {
-        let r = classify(l);
+        let r = self.classifier.classify(l);
         if !r.interesting() {
             return;
         }
@@ -498,7 +500,7 @@ fn live(t: &Track, now: i64, window: i64) -> bool {
 }
 
 fn ua_hash(ua: &str) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut h = FxHasher::default();
     ua.hash(&mut h);
     h.finish()
 }
