@@ -39,9 +39,9 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
 now() { date +%s.%N; }
 sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 
-ours() { # -> lines/s of tail+parse+detect (best of 3 inside the bench)
+ours() { # -> "wall_lines/s cpu_lines/s" of tail+parse+detect (best of 3 inside the bench)
     cargo bench --quiet --bench accesslog >"$work/ours.txt" 2>&1
-    awk '$1=="RESULT" && $2=="e2e_lines_per_sec" {print $3}' "$work/ours.txt"
+    echo "$(awk '$1=="RESULT" && $2=="e2e_lines_per_sec" {print $3}' "$work/ours.txt") $(awk '$1=="RESULT" && $2=="e2e_cpu_lines_per_sec" {print $3}' "$work/ours.txt")"
 }
 theirs() { # $1 filter -> lines/s of fail2ban-regex
     local lines t0 t1
@@ -62,9 +62,10 @@ for f in $filters; do
     : >"$work/ratio-$f"
     for round in $(seq 1 "$rounds"); do
         if [ $((round % 2)) = 1 ]; then o="$(ours)"; t="$(theirs "$f")"; else t="$(theirs "$f")"; o="$(ours)"; fi
-        r="$(awk -v o="$o" -v t="$t" 'BEGIN { printf "%.1f", o / t }')"
+        read -r ow oc <<<"$o"
+        r="$(awk -v o="$ow" -v t="$t" 'BEGIN { printf "%.1f", o / t }')"
         echo "$r" >>"$work/ratio-$f"
-        printf 'round %d (%s): svc %.0f lines/s  fail2ban-regex %.0f lines/s  ratio %sx\n' "$round" "$f" "$o" "$t" "$r"
+        printf 'round %d (%s): svc %.0f lines/s (thread CPU %.0f lines/s)  fail2ban-regex %.0f lines/s  ratio %sx (wall time, both)\n' "$round" "$f" "$ow" "$oc" "$t" "$r"
     done
     grep -E '^(Lines|Failregex):' "$work/f2b-$f.txt" | sed "s/^/  fail2ban $f: /" || true
 done
