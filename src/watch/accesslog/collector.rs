@@ -216,7 +216,14 @@ impl AccessCollector {
                 follower.run_with(&flag, rescan, |f| {
                     let now = logs::resolve(&patterns);
                     let before = f.paths().count();
+                    let mut left_out = now.refused;
                     for p in &now.files {
+                        if f.paths().count() >= logs::MAX_FILES {
+                            // Files that stopped matching are still followed: the cap
+                            // holds over the collector's life.
+                            left_out += u64::from(!f.paths().any(|q| q == p));
+                            continue;
+                        }
                         f.add_file(KEY_PREFIX, p, &store);
                     }
                     let paths: Vec<PathBuf> = f.paths().map(|p| p.to_path_buf()).collect();
@@ -227,7 +234,7 @@ impl AccessCollector {
                         );
                         component.set_detail(describe(&paths));
                     }
-                    refused.store(now.refused, Ordering::Relaxed);
+                    refused.store(left_out, Ordering::Relaxed);
                 });
             })
             .map_err(StartError::Io)?;
