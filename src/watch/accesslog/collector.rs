@@ -153,6 +153,38 @@ fn describe(paths: &[PathBuf]) -> String {
     s
 }
 
+/// Expands `patterns` again and follows the files that match now and are not followed yet
+/// (within [`logs::MAX_FILES`] over the collector's life; matches left out are counted in
+/// `refused`). Returns how many files were added.
+fn follow_new_files(
+    f: &mut Follower<AccessHandler>,
+    patterns: &[PathBuf],
+    store: &Store,
+    component: &Component,
+    refused: &AtomicU64,
+) -> usize {
+    let now = logs::resolve(patterns);
+    let before = f.paths().count();
+    let mut left_out = now.refused;
+    for p in &now.files {
+        if f.paths().count() >= logs::MAX_FILES {
+            // Files that stopped matching are still followed: the cap holds over the
+            // collector's life.
+            left_out += u64::from(!f.paths().any(|q| q == p));
+            continue;
+        }
+        f.add_file(KEY_PREFIX, p, store);
+    }
+    refused.store(left_out, Ordering::Relaxed);
+    let paths: Vec<PathBuf> = f.paths().map(|p| p.to_path_buf()).collect();
+    let added = paths.len() - before;
+    if added > 0 {
+        log::info!("access log: following {added} new file(s) matched by logs.access");
+        component.set_detail(describe(&paths));
+    }
+    added
+}
+
 impl AccessCollector {
     /// Starts following what `patterns` name (paths and glob patterns; see [`logs`]).
     #[allow(clippy::too_many_arguments)]
@@ -214,27 +246,7 @@ impl AccessCollector {
             .name("access-log".into())
             .spawn(move || {
                 follower.run_with(&flag, rescan, |f| {
-                    let now = logs::resolve(&patterns);
-                    let before = f.paths().count();
-                    let mut left_out = now.refused;
-                    for p in &now.files {
-                        if f.paths().count() >= logs::MAX_FILES {
-                            // Files that stopped matching are still followed: the cap
-                            // holds over the collector's life.
-                            left_out += u64::from(!f.paths().any(|q| q == p));
-                            continue;
-                        }
-                        f.add_file(KEY_PREFIX, p, &store);
-                    }
-                    let paths: Vec<PathBuf> = f.paths().map(|p| p.to_path_buf()).collect();
-                    if paths.len() != before {
-                        log::info!(
-                            "access log: following {} new file(s) matched by logs.access",
-                            paths.len() - before
-                        );
-                        component.set_detail(describe(&paths));
-                    }
-                    refused.store(left_out, Ordering::Relaxed);
+                    follow_new_files(f, &patterns, &store, &component, &refused);
                 });
             })
             .map_err(StartError::Io)?;

@@ -193,3 +193,36 @@ fn a_collector_restarts_where_it_stopped_and_rescans_globs() {
     assert_eq!(got.len(), 2, "{got:?}");
     assert_eq!(got[1], ("xmlrpc_abuse".into(), "203.0.113.30".into()));
 }
+
+#[test]
+fn a_rescan_follows_a_new_domain_log_from_its_start() {
+    let rig = Rig::new("acc-rescan");
+    let logs_dir = rig.dir.path().join("vhosts");
+    std::fs::create_dir_all(logs_dir.join("a.test/logs")).unwrap();
+    append(&logs_dir.join("a.test/logs/access_log"), "");
+    let patterns = [logs_dir.join("*/logs/access_log")];
+    let files = logs::resolve(&patterns).files;
+    let (mut f, comp) = rig.follower(&files);
+    let refused = AtomicU64::new(0);
+    assert_eq!(
+        follow_new_files(&mut f, &patterns, &rig.store, &comp, &refused),
+        0
+    );
+    // A domain added by the panel: its first requests are read.
+    std::fs::create_dir_all(logs_dir.join("b.test/logs")).unwrap();
+    append(
+        &logs_dir.join("b.test/logs/access_log"),
+        &post("203.0.113.40", "/wp-login.php").repeat(10),
+    );
+    append(&logs_dir.join("b.test/logs/error_log"), "x\n");
+    assert_eq!(
+        follow_new_files(&mut f, &patterns, &rig.store, &comp, &refused),
+        1
+    );
+    f.round();
+    assert_eq!(
+        rig.findings(),
+        [("wp_login_bruteforce".into(), "203.0.113.40".into())]
+    );
+    assert_eq!(refused.load(Ordering::Relaxed), 0);
+}
