@@ -13,6 +13,8 @@
 pub const CAPABILITIES: &[&str] = &[
     // `conf.d/*.toml` drop-ins beside the main file (config/mod.rs).
     "confd.dropins.v1",
+    // `http_scanner_profile` findings from the access-log collector (watch/accesslog).
+    "detect.http_scanner_profile.v1",
     // `GET /api/v1/events` (events/).
     "events.sse.v1",
     // `firewall.dos_exempt_ranges` skip the rate meters (firewall/, Linux builds).

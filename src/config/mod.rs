@@ -174,6 +174,11 @@ pub struct Engine {
     pub waf_logs: Vec<PathBuf>,
     /// `logs.mail`: MTA logs to tail (empty: detected under `checks.root`).
     pub mail_logs: Vec<PathBuf>,
+    /// `logs.access`: web-server access logs to tail (absolute paths or glob patterns);
+    /// empty: the detected web servers' and panels' logs (`watch::accesslog::logs`).
+    pub access_logs: Vec<PathBuf>,
+    /// `thresholds.http_*`: the access-log detector's thresholds.
+    pub access_thresholds: crate::watch::accesslog::AccessThresholds,
     /// `thresholds.mail_per_account_hourly`: messages per account and hour.
     pub mail_per_account_hourly: u32,
     /// `thresholds.mail_auth_failures`: SMTP AUTH failures per address in ten minutes.
@@ -221,6 +226,8 @@ impl Default for Engine {
                 PathBuf::from("/var/log/secure"),
             ],
             waf_logs: Vec::new(),
+            access_logs: Vec::new(),
+            access_thresholds: crate::watch::accesslog::AccessThresholds::default(),
             mail_logs: Vec::new(),
             mail_per_account_hourly: 500,
             mail_auth_failures: 10,
@@ -565,6 +572,8 @@ fn read_engine(
     let waf_logs = absolute_paths(waf, &logs.key("waf"), errs);
     let mail = logs.string_list("mail", &[], errs);
     let mail_logs = absolute_paths(mail, &logs.key("mail"), errs);
+    let access = logs.string_list("access", &[], errs);
+    let access_logs = absolute_paths(access, &logs.key("access"), errs);
     logs.finish(errs);
 
     let mut files = root.table("files", errs);
@@ -597,6 +606,15 @@ fn read_engine(
         th.int("mail_per_account_hourly", 500, 1, 10_000_000, errs) as u32;
     let mail_auth_failures = th.int("mail_auth_failures", 10, 1, 1_000_000, errs) as u32;
     let mail_queue_size = th.int("mail_queue_size", 1000, 1, 100_000_000, errs) as u64;
+    let access_thresholds = {
+        use crate::watch::accesslog::{AccessThresholds, RANGES};
+        let d = AccessThresholds::default().to_values();
+        let mut v = [0u64; 8];
+        for (i, (name, lo, hi)) in RANGES.iter().enumerate() {
+            v[i] = th.int(name, d[i] as i64, *lo as i64, *hi as i64, errs) as u64;
+        }
+        AccessThresholds::from_values(v)
+    };
     th.finish(errs);
 
     let mut ar = root.table("auto_response", errs);
@@ -637,6 +655,8 @@ fn read_engine(
         incident_window_minutes,
         auth_logs,
         waf_logs,
+        access_logs,
+        access_thresholds,
         mail_logs,
         mail_per_account_hourly,
         mail_auth_failures,

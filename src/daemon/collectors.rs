@@ -22,9 +22,11 @@ use parking_lot::Mutex;
 use crate::clock::SharedClock;
 use crate::components::Components;
 use crate::config::Config;
+use crate::crawler::BotOracle;
 use crate::findings::Engine;
 use crate::queue::Registry;
 use crate::store::Store;
+use crate::watch::accesslog::AccessCollector;
 use crate::watch::analyzer::Restored;
 use crate::watch::authlog::AuthThresholds;
 use crate::watch::{Collectors, QuarantineControl};
@@ -32,6 +34,7 @@ use crate::watch::{Collectors, QuarantineControl};
 /// Component names the collectors register (removed when a collector is turned off).
 const FILES_COMPONENT: &str = "files";
 const AUTH_COMPONENT: &str = "auth_log";
+const ACCESS_COMPONENT: &str = crate::watch::accesslog::COMPONENT;
 
 /// How long a restart waits for the findings of the stopped auth-log watcher to commit.
 const FLUSH_WAIT: Duration = Duration::from_secs(10);
@@ -65,6 +68,10 @@ fn auth_only(cfg: &Config) -> Config {
 pub struct LiveCollectors {
     files: Mutex<Option<Collectors>>,
     auth: Mutex<Option<Collectors>>,
+    /// The access-log collector (`logs.access`; `None` when no log is found).
+    access: Mutex<Option<AccessCollector>>,
+    /// Who answers the access-log collector's crawler-identity questions.
+    oracle: Arc<dyn BotOracle>,
     restored: Arc<Restored>,
     clock: SharedClock,
     engine: Arc<Engine>,
@@ -74,9 +81,12 @@ pub struct LiveCollectors {
 }
 
 impl LiveCollectors {
-    /// Starts both collectors as `cfg` asks.
+    /// Starts the collectors as `cfg` asks; `oracle` verifies crawler identities for the
+    /// access-log collector.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         cfg: &Config,
+        oracle: Arc<dyn BotOracle>,
         clock: SharedClock,
         engine: &Arc<Engine>,
         registry: &Arc<Registry>,
@@ -86,6 +96,8 @@ impl LiveCollectors {
         let me = LiveCollectors {
             files: Mutex::new(None),
             auth: Mutex::new(None),
+            access: Mutex::new(None),
+            oracle,
             restored: Arc::new(Restored::load(store)),
             clock,
             engine: engine.clone(),
@@ -95,7 +107,55 @@ impl LiveCollectors {
         };
         *me.files.lock() = Some(me.spawn(&files_only(cfg))?);
         *me.auth.lock() = Some(me.spawn(&auth_only(cfg))?);
+        *me.access.lock() = me.spawn_access(cfg)?;
         Ok(me)
+    }
+
+    /// The access-log collector on `cfg`'s `logs.access` (detected when empty); `None` when
+    /// there is no file to follow.
+    fn spawn_access(&self, cfg: &Config) -> Result<Option<AccessCollector>, String> {
+        let e = &cfg.engine;
+        let patterns = crate::watch::accesslog::logs::patterns(&e.access_logs, &e.checks_root);
+        if patterns.is_empty() {
+            log::info!("access log: no web-server access log found (logs.access is empty); the collector is off");
+            return Ok(None);
+        }
+        let c = AccessCollector::start(
+            &patterns,
+            e.access_thresholds.clone(),
+            self.oracle.clone(),
+            self.clock.clone(),
+            &self.engine,
+            &self.registry,
+            &self.components,
+            &self.store,
+        )
+        .map_err(|err| err.to_string())?;
+        log::info!("access-log watcher on {} file(s)", c.files());
+        Ok(Some(c))
+    }
+
+    /// Restarts the access-log collector with `cfg`'s `logs.access` (and thresholds). It
+    /// resumes from each file's committed checkpoint.
+    pub fn restart_access(&self, cfg: &Config) -> Result<(), String> {
+        let mut slot = self.access.lock();
+        if let Some(old) = slot.take() {
+            old.stop();
+        }
+        if !self.engine.flush(FLUSH_WAIT) {
+            log::warn!("access-log restart: findings still queued after {FLUSH_WAIT:?}; the new watcher may read some lines again");
+        }
+        self.components.remove(ACCESS_COMPONENT);
+        *slot = self.spawn_access(cfg)?;
+        Ok(())
+    }
+
+    /// Applies `cfg`'s `thresholds.http_*` to the running access-log detector.
+    pub fn set_access_thresholds(&self, cfg: &Config) {
+        if let Some(c) = self.access.lock().as_ref() {
+            c.shared_thresholds()
+                .set(cfg.engine.access_thresholds.clone());
+        }
     }
 
     fn spawn(&self, cfg: &Config) -> Result<Collectors, String> {
@@ -177,8 +237,11 @@ impl LiveCollectors {
             .and_then(|c| c.auth_thresholds.as_ref().map(|t| t.get()))
     }
 
-    /// Stops both collectors (daemon shutdown).
+    /// Stops the collectors (daemon shutdown).
     pub fn stop(&self) {
+        if let Some(c) = self.access.lock().take() {
+            c.stop();
+        }
         if let Some(c) = self.files.lock().take() {
             c.stop();
         }

@@ -183,6 +183,8 @@ pub fn run(opts: Options) -> Result<(), String> {
     jobs.add_task(password_audit.clone());
     let collectors = Arc::new(collectors::LiveCollectors::start(
         &cfg,
+        // The crawler verifier is wired here when it lands (issue 15).
+        Arc::new(crate::crawler::NoVerification),
         clock.clone(),
         &engine,
         &registry,

@@ -123,6 +123,14 @@ pub static SECTIONS: &[Section] = &[
         },
     },
     Section {
+        name: "thresholds.http",
+        changed: |a, b| a.engine.access_thresholds != b.engine.access_thresholds,
+        apply: |h, c, _| {
+            h.collectors.set_access_thresholds(c);
+            Ok(())
+        },
+    },
+    Section {
         name: "incidents.window_minutes",
         changed: |a, b| a.engine.incident_window_minutes != b.engine.incident_window_minutes,
         apply: |h, c, _| {
@@ -220,6 +228,11 @@ pub static SECTIONS: &[Section] = &[
         name: "logs.auth",
         changed: |a, b| a.engine.auth_logs != b.engine.auth_logs,
         apply: |h, c, _| h.collectors.restart_auth(c),
+    },
+    Section {
+        name: "logs.access",
+        changed: |a, b| a.engine.access_logs != b.engine.access_logs,
+        apply: |h, c, _| h.collectors.restart_access(c),
     },
     Section {
         name: "mail",
@@ -533,6 +546,15 @@ mod tests {
             ("[waf]\nmax_events = 5000\n", &["waf"]),
             ("[waf]\nmax_tracked_addresses = 50\n", &["waf"]),
             ("[logs]\nmail = [\"/x.log\"]\n", &["logs.mail"]),
+            ("[logs]\naccess = [\"/x/*.log\"]\n", &["logs.access"]),
+            ("[thresholds]\nhttp_window_seconds = 60\n", &["thresholds.http"]),
+            ("[thresholds]\nhttp_wp_login_posts = 3\n", &["thresholds.http"]),
+            ("[thresholds]\nhttp_xmlrpc_posts = 3\n", &["thresholds.http"]),
+            ("[thresholds]\nhttp_user_enum_requests = 3\n", &["thresholds.http"]),
+            ("[thresholds]\nhttp_scanner_probe_404s = 3\n", &["thresholds.http"]),
+            ("[thresholds]\nhttp_scanner_agent_requests = 4\n", &["thresholds.http"]),
+            ("[thresholds]\nhttp_claimed_bot_requests = 3\n", &["thresholds.http"]),
+            ("[thresholds]\nhttp_max_tracked_addresses = 100\n", &["thresholds.http"]),
             (
                 "[thresholds]\nmail_per_account_hourly = 9\n",
                 &["thresholds.mail_per_account_hourly"],

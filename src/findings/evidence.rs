@@ -130,6 +130,28 @@ pub const ATTACK_EVIDENCE: &[Evidence] = &[
         kind: AttackKind::BruteForce,
         attacker: true,
     },
+    // Access-log reconnaissance and crawler identity (issue 15, decision 301).
+    Evidence {
+        check: "wp_user_enumeration",
+        kind: AttackKind::BruteForce,
+        attacker: true,
+    },
+    Evidence {
+        check: "http_scanner_profile",
+        kind: AttackKind::WafBlock,
+        attacker: true,
+    },
+    Evidence {
+        check: "http_ua_spoof",
+        kind: AttackKind::WafBlock,
+        attacker: true,
+    },
+    // Not proof of abuse (the crawler may be real and unverifiable): scored, never blocked.
+    Evidence {
+        check: "http_claimed_bot_unverified",
+        kind: AttackKind::WafBlock,
+        attacker: false,
+    },
 ];
 
 /// Checks whose findings name an attacker's address in `ip`: the evidence automatic
@@ -204,6 +226,11 @@ mod tests {
         assert!(reports_attacker_address("pam_bruteforce"));
         assert!(reports_attacker_address("modsec_block_escalation"));
         assert!(reports_attacker_address("mail_auth_bruteforce"));
+        for c in crate::watch::accesslog::CHECKS {
+            assert!(evidence_of(c).is_some(), "{c}");
+        }
+        assert!(reports_attacker_address("http_scanner_profile"));
+        assert!(!reports_attacker_address("http_claimed_bot_unverified"));
         assert!(!reports_attacker_address("ssh_root_login"));
         assert!(!reports_attacker_address("suspicious_cron"));
         assert!(!reports_attacker_address("webshell"));

@@ -1,5 +1,6 @@
 //! Collectors: file events (fanotify/inotify) with the content analyzer, and logs (every log
 //! collector follows its files through the shared tail, `tail`).
+pub mod accesslog;
 pub mod analyzer;
 pub mod authlog;
 pub mod collectors;

@@ -9,6 +9,7 @@
 mod common;
 
 mod abuse;
+mod accesslog;
 mod apisec;
 mod auth;
 mod authlog;

@@ -17,7 +17,7 @@ mod collector;
 mod detect;
 mod known;
 mod parse;
-mod table;
+pub(crate) mod table;
 mod thresholds;
 
 pub use collector::{AuthCollector, StartError, COMPONENT, KEY_PREFIX, ROW};

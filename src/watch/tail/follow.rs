@@ -74,6 +74,9 @@ pub const SUBMIT_WAIT: Duration = Duration::from_secs(2);
 /// engine's counters): a burst is read no faster than the engine commits it, so the
 /// backlog stays in the file (bytes) rather than in memory (findings).
 pub const MAX_IN_FLIGHT: u64 = 512;
+/// A file found after the start ([`Follower::add_file`]) up to this size is read from its
+/// start; a larger one from its end.
+pub const NEW_FILE_FROM_START: u64 = 1024 * 1024;
 /// Largest replay at start (bytes); a longer window is replayed from its last part.
 pub const MAX_REPLAY_BYTES: u64 = 64 * 1024 * 1024;
 
@@ -272,6 +275,51 @@ impl<H: LineHandler> Follower<H> {
         })
     }
 
+    /// Follows one more file from now on (a glob pattern matched a file that appeared after
+    /// the start): at its committed checkpoint when it has one; otherwise from its start
+    /// when it holds at most [`NEW_FILE_FROM_START`] bytes (a new log: its first lines were
+    /// written before it was found), else at its end (history). Its lines were never
+    /// counted, so nothing is replayed. Does nothing for a path already followed.
+    pub fn add_file(&mut self, prefix: &str, path: &Path, store: &Store) {
+        if self.files.iter().any(|f| f.source.path() == path) {
+            return;
+        }
+        let keys = Keys::new(prefix, path);
+        let (position, _) = keys.load(store);
+        let mut source = match position {
+            Some(cp) => FileSource::resume(path, cp),
+            None => {
+                let small = std::fs::metadata(path).is_ok_and(|m| m.len() <= NEW_FILE_FROM_START);
+                if small {
+                    FileSource::from_start(path)
+                } else {
+                    FileSource::new(path)
+                }
+            }
+        };
+        if let Err(e) = source.attach() {
+            log::warn!("{} {}: {e}", self.name, crate::text::escape_path(path));
+        }
+        self.waker.add(path);
+        let i = self.files.len();
+        self.waker.arm(i, source.identity());
+        self.files.push(Followed {
+            keys,
+            source,
+            submitted: position,
+            submitted_at: i64::MIN,
+            submitted_replay: None,
+            reads: VecDeque::new(),
+            last_error: None,
+            reported: PollTotals::default(),
+        });
+    }
+
+    /// The followed paths, in order.
+    pub fn paths(&self) -> impl Iterator<Item = &Path> {
+        self.files.iter().map(|f| f.source.path())
+    }
+
     /// Wakes the running follower (for example after setting its stop flag).
     pub fn wake_handle(&self) -> WakeHandle {
         self.waker.handle()
@@ -282,8 +330,24 @@ impl<H: LineHandler> Follower<H> {
     }
 
     /// Runs rounds until `stop`, waiting for inotify (or the safety net) between them.
-    pub fn run(mut self, stop: &AtomicBool) -> H {
+    pub fn run(self, stop: &AtomicBool) -> H {
+        self.run_with(stop, Duration::MAX, |_| {})
+    }
+
+    /// [`Follower::run`], calling `tick` between rounds about every `every` (within
+    /// [`SAFETY_NET_POLL`]), for example to follow files a glob pattern matches later.
+    pub fn run_with(
+        mut self,
+        stop: &AtomicBool,
+        every: Duration,
+        mut tick: impl FnMut(&mut Self),
+    ) -> H {
+        let mut last_tick = std::time::Instant::now();
         while !stop.load(Ordering::Acquire) {
+            if last_tick.elapsed() >= every {
+                last_tick = std::time::Instant::now();
+                tick(&mut self);
+            }
             if self.round() {
                 continue;
             }

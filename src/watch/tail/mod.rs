@@ -27,8 +27,8 @@ pub(crate) mod testutil;
 
 pub use checkpoint::{fingerprint, Checkpoint, FINGERPRINT_BYTES};
 pub use follow::{
-    Follower, Keys, LineHandler, GROUP_FINDINGS, MAX_IN_FLIGHT, MAX_REPLAY_BYTES, POSITION_EVERY,
-    SAFETY_NET_POLL, SUBMIT_WAIT,
+    Follower, Keys, LineHandler, GROUP_FINDINGS, MAX_IN_FLIGHT, MAX_REPLAY_BYTES,
+    NEW_FILE_FROM_START, POSITION_EVERY, SAFETY_NET_POLL, SUBMIT_WAIT,
 };
 pub use source::{
     FileSource, PollStats, SourceTotals, MAX_BYTES_PER_POLL, MAX_LINE_BYTES, READ_CHUNK,

@@ -105,6 +105,16 @@ impl Waker {
         Ok(w)
     }
 
+    /// Watches one more path; its index in [`Waker::arm`] is the number of paths before it.
+    pub fn add(&mut self, path: &Path) {
+        self.files.push(FileWatch {
+            path: path.to_path_buf(),
+            name: path.file_name().map(|n| n.to_os_string()),
+            armed: None,
+        });
+        self.watch_dirs();
+    }
+
     /// A handle that wakes this waker.
     pub fn handle(&self) -> WakeHandle {
         WakeHandle {
