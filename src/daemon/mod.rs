@@ -181,10 +181,13 @@ pub fn run(opts: Options) -> Result<(), String> {
         &registry,
     )?;
     jobs.add_task(password_audit.clone());
+    // The crawler verifier is the access-log collector's oracle; it answers `NoClaim` while
+    // `reputation.bot_verify_enabled` is off (as `crawler::NoVerification` does), so that
+    // key applies on reload.
+    let (crawler, crawler_updater) = start_crawler(&cfg, clock.clone(), &store, &registry)?;
     let collectors = Arc::new(collectors::LiveCollectors::start(
         &cfg,
-        // The crawler verifier is wired here when it lands (issue 15).
-        Arc::new(crate::crawler::NoVerification),
+        crawler.clone(),
         clock.clone(),
         &engine,
         &registry,
@@ -244,11 +247,7 @@ pub fn run(opts: Options) -> Result<(), String> {
     engine.subscribe(threat.listener());
     let challenge = challenge::start(&cfg, clock.clone(), &store, &threat)?;
     let abuse = start_abuse_reporting(&cfg, &clock, &store, &registry, &threat)?;
-    let (crawler, crawler_updater) = start_crawler(&cfg, clock.clone(), &store, &registry)?;
     threat.add_exemption(crawler.clone());
-    // The access-log collector's oracle: the verifier answers `NoClaim` while
-    // `reputation.bot_verify_enabled` is off, as `crawler::NoVerification` does.
-    let _bot_oracle: Arc<dyn crate::crawler::BotOracle> = crawler.clone();
     let waf = {
         let hook: Option<crate::waf::collector::EscalateHook> = match &firewall {
             crate::firewall::Handle::Active(fw) => {

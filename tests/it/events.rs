@@ -152,7 +152,8 @@ fn write_webshells_paced(www: &Path, tag: &str, n: usize, seen: &AtomicUsize) ->
     for i in 0..n {
         if i % 16 == 0 && i >= 32 {
             let started = Instant::now();
-            while seen.load(Ordering::Relaxed) < i - 16 && started.elapsed() < Duration::from_secs(60)
+            while seen.load(Ordering::Relaxed) < i - 16
+                && started.elapsed() < Duration::from_secs(60)
             {
                 std::thread::sleep(Duration::from_millis(2));
             }

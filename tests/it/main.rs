@@ -35,3 +35,4 @@ mod server;
 mod threat;
 mod waf;
 mod watcher;
+mod webtraffic;
