@@ -2,8 +2,9 @@
 //!
 //! State lives in `./.svc-dev/`, HTTPS listens on 127.0.0.1:9443, and an admin, a read and
 //! a metrics token are generated once into `./.svc-dev/tokens` (mode 0600). The file
-//! watcher covers `./.svc-dev/www` and the authentication-log watcher tails
-//! `./.svc-dev/auth.log`, so attacks can be tried by hand. The firewall engine is off
+//! watcher covers `./.svc-dev/www`, the authentication-log watcher tails
+//! `./.svc-dev/auth.log` and the access-log watcher `./.svc-dev/access.log`, so attacks can
+//! be tried by hand. The firewall engine is off
 //! (`firewall.enabled = false`): a trial never changes the machine's nftables ruleset.
 
 use std::path::{Path, PathBuf};
@@ -82,10 +83,16 @@ pub fn config() -> Result<(Config, DevTokens), String> {
         crate::fsutil::write_atomic(&auth_log, b"", 0o640, None)
             .map_err(|e| format!("{}: {e}", auth_log.display()))?;
     }
+    let access_log = dir.join("access.log");
+    if !access_log.exists() {
+        crate::fsutil::write_atomic(&access_log, b"", 0o640, None)
+            .map_err(|e| format!("{}: {e}", access_log.display()))?;
+    }
     let text = format!(
-        "state_path = {state:?}\n[webui]\nlisten = {DEV_LISTEN:?}\nmetrics_token = {m:?}\n[[webui.tokens]]\nname = \"dev-admin\"\ntoken = {a:?}\nscope = \"admin\"\n[[webui.tokens]]\nname = \"dev-read\"\ntoken = {r:?}\nscope = \"read\"\n[logs]\nauth = [{log:?}]\n[files]\nwatch = [{www:?}]\n[firewall]\nenabled = false\n",
+        "state_path = {state:?}\n[webui]\nlisten = {DEV_LISTEN:?}\nmetrics_token = {m:?}\n[[webui.tokens]]\nname = \"dev-admin\"\ntoken = {a:?}\nscope = \"admin\"\n[[webui.tokens]]\nname = \"dev-read\"\ntoken = {r:?}\nscope = \"read\"\n[logs]\nauth = [{log:?}]\naccess = [{access:?}]\n[files]\nwatch = [{www:?}]\n[firewall]\nenabled = false\n",
         state = dir.display().to_string(),
         log = auth_log.display().to_string(),
+        access = access_log.display().to_string(),
         www = www.display().to_string(),
         m = tokens.metrics,
         a = tokens.admin,
