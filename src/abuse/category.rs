@@ -6,6 +6,8 @@
 //! | `pam_bruteforce`, `mail_auth_bruteforce` | `brute_force` (18) |
 //! | `wp_login_bruteforce`, `xmlrpc_abuse` | `brute_force` (18), `web_app_attack` (21) |
 //! | `modsec_block_escalation` | `web_app_attack` (21) |
+//! | `wp_user_enumeration`, `http_scanner_profile` | `web_app_attack` (21), `bad_web_bot` (19) |
+//! | `http_ua_spoof`, `http_claimed_bot_unverified` | `bad_web_bot` (19) |
 //! | score or evidence blocks: events of kind `brute_force` | `brute_force` (18) |
 //! | ... `webshell_upload`, `waf_block` | `web_app_attack` (21) |
 //! | ... `phishing` | `phishing` (7) |
@@ -24,6 +26,7 @@ pub const CATEGORIES: &[(&str, u8)] = &[
     ("web_app_attack", 21),
     ("phishing", 7),
     ("hacking", 15),
+    ("bad_web_bot", 19),
 ];
 
 /// Categories of a finding of an attacker-address check.
@@ -34,6 +37,11 @@ const CHECKS: &[(&str, &[&str])] = &[
     ("wp_login_bruteforce", &["brute_force", "web_app_attack"]),
     ("xmlrpc_abuse", &["brute_force", "web_app_attack"]),
     ("modsec_block_escalation", &["web_app_attack"]),
+    // Access-log checks (issue 15).
+    ("wp_user_enumeration", &["web_app_attack", "bad_web_bot"]),
+    ("http_scanner_profile", &["web_app_attack", "bad_web_bot"]),
+    ("http_ua_spoof", &["bad_web_bot"]),
+    ("http_claimed_bot_unverified", &["bad_web_bot"]),
 ];
 
 /// The category of one attack kind's events, if it is abuse.
