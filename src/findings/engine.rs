@@ -42,7 +42,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, Sender};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::active::{ActiveSet, Key, Removed, Snapshot};
 use super::pending::{ParkedCheckpoint, PendingFile, MAX_PARKED};
@@ -270,6 +270,8 @@ pub struct Engine {
     pub counters: Counters,
     /// Items admitted and not yet dispatched (for [`Engine::flush`]).
     in_flight: AtomicU64,
+    /// Notified after each finished batch (see [`Engine::wait_done`]).
+    done_signal: (Mutex<()>, Condvar),
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -337,6 +339,7 @@ impl Engine {
             listing_build: Mutex::new(()),
             counters: Counters::default(),
             in_flight: AtomicU64::new(0),
+            done_signal: (Mutex::new(()), Condvar::new()),
             thread: Mutex::new(None),
         }))
     }
@@ -516,6 +519,33 @@ impl Engine {
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
         }
         ok
+    }
+
+    /// Findings the engine has finished with: dispatched into the active set, or kept out
+    /// by a suppression (after their batch's commit).
+    pub fn done(&self) -> u64 {
+        self.counters.dispatched.load(Ordering::Acquire)
+            + self.counters.suppressed.load(Ordering::Acquire)
+    }
+
+    /// Waits until [`Engine::done`] reaches `target` or `deadline` passes; true when it
+    /// did. Woken by each finished batch (no polling), so a collector pacing itself
+    /// against the dispatcher goes on as soon as there is room.
+    pub fn wait_done(&self, target: u64, deadline: std::time::Instant) -> bool {
+        let mut guard = self.done_signal.0.lock();
+        loop {
+            if self.done() >= target {
+                return true;
+            }
+            if self
+                .done_signal
+                .1
+                .wait_until(&mut guard, deadline)
+                .timed_out()
+            {
+                return self.done() >= target;
+            }
+        }
     }
 
     /// Waits until everything submitted before this call is dispatched (or `timeout`).
@@ -959,7 +989,18 @@ impl Engine {
                     source,
                     inode,
                     offset,
-                } => checkpoints.push((source, inode, offset)),
+                } => {
+                    // Within one transaction only the last position of a source survives:
+                    // the earlier ones of this batch are dropped before the commit (a
+                    // collector submits one after every small group of findings).
+                    match checkpoints.iter_mut().find(|(s, _, _)| *s == source) {
+                        Some(cp) => {
+                            cp.1 = inode;
+                            cp.2 = offset;
+                        }
+                        None => checkpoints.push((source, inode, offset)),
+                    }
+                }
             }
         }
         drop(scheduled);
@@ -1018,10 +1059,14 @@ impl Engine {
         *self.published.write() = f.snapshot;
         self.counters
             .dispatched
-            .fetch_add(f.dispatched.len() as u64, Ordering::Relaxed);
+            .fetch_add(f.dispatched.len() as u64, Ordering::Release);
         self.counters
             .suppressed
-            .fetch_add(f.kept_out, Ordering::Relaxed);
+            .fetch_add(f.kept_out, Ordering::Release);
+        // Taking the lock orders this notification after a waiter's check of the counters
+        // (no lost wakeup).
+        drop(self.done_signal.0.lock());
+        self.done_signal.1.notify_all();
         let listeners = self.listeners.read();
         if !listeners.is_empty() {
             for d in &f.dispatched {
@@ -1311,6 +1356,59 @@ mod tests {
         assert_eq!(active[0].count, 2);
         let n = store.read(store::findings::history_count).unwrap();
         assert_eq!(n, 2);
+        e.shutdown();
+        store.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn wait_done_wakes_when_batches_finish_and_times_out_otherwise() {
+        let (e, store, _reg, dir) = setup("wait-done");
+        let soon = || std::time::Instant::now() + Duration::from_millis(50);
+        assert!(e.wait_done(0, soon()), "nothing to wait for");
+        assert!(!e.wait_done(1, soon()), "nothing dispatched yet (held)");
+        for i in 0..3 {
+            assert!(e.submit(f(&format!("m{i}"))));
+        }
+        let waiter = {
+            let e = e.clone();
+            std::thread::spawn(move || {
+                e.wait_done(3, std::time::Instant::now() + Duration::from_secs(30))
+            })
+        };
+        e.start().unwrap();
+        assert!(waiter.join().unwrap());
+        assert_eq!(e.done(), 3);
+        e.shutdown();
+        store.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn positions_of_one_batch_commit_the_last_per_source() {
+        let (e, store, _reg, dir) = setup("cp-last");
+        for (source, offset) in [
+            ("auth:/l", 10),
+            ("auth-fp:/l", 1),
+            ("auth:/l", 20),
+            ("auth:/l", 30),
+        ] {
+            assert!(e.submit_item(Ingest::Checkpoint {
+                source: source.into(),
+                inode: 7,
+                offset,
+            }));
+        }
+        // Held until start: all four are dispatched in one batch.
+        e.start().unwrap();
+        assert!(e.flush(Duration::from_secs(5)));
+        let load = |k: &str| {
+            store
+                .read(|c| store::findings::load_checkpoint(c, k))
+                .unwrap()
+        };
+        assert_eq!(load("auth:/l"), Some((7, 30)));
+        assert_eq!(load("auth-fp:/l"), Some((7, 1)));
         e.shutdown();
         store.close();
         std::fs::remove_dir_all(dir).unwrap();

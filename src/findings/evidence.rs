@@ -179,12 +179,16 @@ pub fn targeted_accounts(f: &Finding) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut push = |s: &str| {
         let s = s.trim();
-        if s.is_empty() || out.len() >= MAX_ACCOUNTS || s.chars().any(char::is_control) {
+        if s.is_empty() || out.len() >= MAX_ACCOUNTS || has_control(s) {
             return;
         }
-        let s: String = s.chars().take(MAX_ACCOUNT).collect();
-        if !out.contains(&s) {
-            out.push(s);
+        // At most MAX_ACCOUNT characters, cut at a character boundary (one copy).
+        let s = match s.char_indices().nth(MAX_ACCOUNT) {
+            Some((end, _)) => s.get(..end).unwrap_or(s),
+            None => s,
+        };
+        if !out.iter().any(|o| o == s) {
+            out.push(s.to_owned());
         }
     };
     if let Some(a) = &f.account {
@@ -192,9 +196,11 @@ pub fn targeted_accounts(f: &Finding) -> Vec<String> {
     }
     match f.check.as_str() {
         "ssh_bruteforce" | "pam_bruteforce" => {
-            if let Some(rest) = f.details.split("; users: ").nth(1) {
-                let list = rest.split("; services:").next().unwrap_or("");
-                let list = list.split(" (+").next().unwrap_or("");
+            // The text between the first "; users: " and the next one (if any), up to
+            // "; services:", then up to " (+".
+            if let Some(rest) = after(&f.details, &USERS) {
+                let rest = before(rest, &USERS);
+                let list = before(before(rest, &SERVICES), &MORE);
                 if list != "(none logged)" {
                     for u in list.split(", ") {
                         push(u);
@@ -215,10 +221,106 @@ pub fn targeted_accounts(f: &Finding) -> Vec<String> {
     out
 }
 
+/// Whether `s` holds a control character (C0, DEL or C1), looked at byte by byte when ASCII.
+fn has_control(s: &str) -> bool {
+    if s.is_ascii() {
+        s.bytes().any(|b| b.is_ascii_control())
+    } else {
+        s.chars().any(char::is_control)
+    }
+}
+
+/// Searchers of the separators in a brute-force finding's details, built once.
+static USERS: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new("; users: "));
+static SERVICES: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new("; services:"));
+static MORE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(" (+"));
+
+/// The text after the first match of `pat` in `s`.
+fn after<'a>(s: &'a str, pat: &memchr::memmem::Finder<'_>) -> Option<&'a str> {
+    let i = pat.find(s.as_bytes())?;
+    s.get(i + pat.needle().len()..)
+}
+
+/// The text before the first match of `pat` in `s` (all of it without one).
+fn before<'a>(s: &'a str, pat: &memchr::memmem::Finder<'_>) -> &'a str {
+    match pat.find(s.as_bytes()) {
+        Some(i) => s.get(..i).unwrap_or(s),
+        None => s,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::findings::Severity;
+
+    /// The accounts as the first version computed them (char-by-char), for comparison.
+    fn targeted_accounts_reference(f: &Finding) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let mut push = |s: &str| {
+            let s = s.trim();
+            if s.is_empty() || out.len() >= MAX_ACCOUNTS || s.chars().any(char::is_control) {
+                return;
+            }
+            let s: String = s.chars().take(MAX_ACCOUNT).collect();
+            if !out.contains(&s) {
+                out.push(s);
+            }
+        };
+        if let Some(a) = &f.account {
+            push(a);
+        }
+        if let Some(rest) = f.details.split("; users: ").nth(1) {
+            let list = rest.split("; services:").next().unwrap_or("");
+            let list = list.split(" (+").next().unwrap_or("");
+            if list != "(none logged)" {
+                for u in list.split(", ") {
+                    push(u);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn account_extraction_matches_the_reference_on_odd_details() {
+        let long = "é".repeat(70);
+        let details = [
+            "5 failed logins within 600 s; users: root, admin (+2 more); services: sshd"
+                .to_string(),
+            "x; users: a; users: b; services: c".to_string(),
+            "x; users: a, b\u{85}c, , d ".to_string(),
+            format!("x; users: {long}, {long}x, b\u{7f}"),
+            "x; users: (none logged); services: s".to_string(),
+            "x; users: ; services:".to_string(),
+            "no list here".to_string(),
+            "x; users: a, a, b, c, d, e, f, g, h, i, j".to_string(),
+            format!("x; users: {}", "z".repeat(200)),
+        ];
+        for d in details {
+            let mut f = Finding::new(
+                "ssh_bruteforce",
+                Severity::High,
+                "m",
+                jiff::Timestamp::UNIX_EPOCH,
+            )
+            .with_details(d.clone());
+            assert_eq!(
+                targeted_accounts(&f),
+                targeted_accounts_reference(&f),
+                "{d:?}"
+            );
+            f.account = Some(format!(" {long} "));
+            assert_eq!(
+                targeted_accounts(&f),
+                targeted_accounts_reference(&f),
+                "{d:?}"
+            );
+        }
+    }
 
     #[test]
     fn only_attack_checks_report_attackers() {

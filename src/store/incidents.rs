@@ -68,10 +68,10 @@ pub fn apply(c: &Connection, ops: &[SnapshotOp], next_id: u64) -> rusqlite::Resu
             }
         }
     }
-    c.execute(
+    c.prepare_cached(
         "INSERT INTO kv(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-        params![NEXT_ID_KEY, next_id.to_string()],
-    )?;
+    )?
+    .execute(params![NEXT_ID_KEY, next_id.to_string()])?;
     Ok(())
 }
 

@@ -42,6 +42,8 @@ const BATCH: usize = 512;
 /// gaps between the commits of a stream of findings (a log being drained commits a batch
 /// every few milliseconds, more on a busy host), so an index step never lands in one.
 const IDLE: Duration = Duration::from_millis(25);
+/// FTS5 `automerge` of the search index (segments merged at once per level).
+const FTS_AUTOMERGE: i64 = 8;
 /// How long a waiting writer caller waits for its commit.
 const WRITE_WAIT: Duration = Duration::from_secs(10);
 /// Page cache of each pooled read connection, KiB (SQLite's default is 2 MiB). Up to eight
@@ -186,6 +188,22 @@ impl Store {
         // Statement journals (one per statement that may abort halfway) stay in memory.
         conn.pragma_update(None, "temp_store", "MEMORY")?;
         schema::migrate(&mut conn)?;
+        // The search index merges 8 segments of a level at once instead of FTS5's 4: each
+        // row is rewritten by fewer merges (about a fifth less indexing CPU at the same
+        // query cost, decision 444). Stored in the index's own config, written once.
+        let automerge: Option<i64> = conn
+            .query_row(
+                "SELECT v FROM history_fts_config WHERE k = 'automerge'",
+                [],
+                |r| r.get(0),
+            )
+            .ok();
+        if automerge != Some(FTS_AUTOMERGE) {
+            conn.execute(
+                "INSERT INTO history_fts(history_fts, rank) VALUES('automerge', ?1)",
+                [FTS_AUTOMERGE],
+            )?;
+        }
         {
             // Rows written by other means (an older build, a restore, a tool) are derived now.
             let tx = conn.transaction()?;
@@ -579,6 +597,21 @@ fn run_batch(conn: &Connection, batch: &mut Vec<Job>) -> Vec<JobResult> {
         }
         return results;
     }
+    if batch.len() == 1 {
+        // A lone job needs no savepoint: when it fails, rolling the transaction back undoes
+        // exactly that job. (A savepoint copies every page the job first touches into the
+        // statement journal; most commits of a steady stream carry a single job.)
+        if let Some(job) = batch.pop() {
+            let r = (job.work)(conn);
+            if let Err(e) = r {
+                let _ = conn.execute_batch("ROLLBACK");
+                log::warn!("store: write failed: {e}");
+                results.push((Err(StoreError::Sql(e)), job.reply));
+                return results;
+            }
+            results.push((r.map_err(StoreError::Sql), job.reply));
+        }
+    }
     for job in batch.drain(..) {
         let _ = conn.execute_batch("SAVEPOINT job");
         let r = (job.work)(conn);
@@ -641,6 +674,75 @@ mod tests {
         assert_eq!(s.health().writes_failed, 1);
         s.close();
         assert!(matches!(s.write(|_| Ok(())), Err(StoreError::Closed)));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_lone_failing_job_leaves_nothing_behind() {
+        let (s, dir) = tmp_store("lone");
+        s.write(|c| c.execute("CREATE TABLE t(x INTEGER)", []).map(|_| ()))
+            .unwrap();
+        // Alone in its transaction (no savepoint): its first insert is undone with it.
+        let r = s.write(|c| {
+            c.execute("INSERT INTO t VALUES (1)", [])?;
+            c.execute("INSERT INTO nope VALUES (1)", []).map(|_| ())
+        });
+        assert!(r.is_err());
+        s.write(|c| c.execute("INSERT INTO t VALUES (2)", []).map(|_| ()))
+            .unwrap();
+        let xs: Vec<i64> = s
+            .read(|c| {
+                c.prepare("SELECT x FROM t")?
+                    .query_map([], |r| r.get(0))?
+                    .collect()
+            })
+            .unwrap();
+        assert_eq!(xs, vec![2]);
+        // Several jobs in one transaction: a failing one is undone alone.
+        let mut batch: Vec<Job> = Vec::new();
+        for sql in [
+            "INSERT INTO t VALUES (3)",
+            "INSERT INTO nope VALUES (1)",
+            "INSERT INTO t VALUES (4)",
+        ] {
+            batch.push(Job {
+                work: Box::new(move |c| c.execute(sql, []).map(|_| Box::new(()) as Output)),
+                reply: None,
+            });
+        }
+        let conn = Connection::open(dir.join("svc.db")).unwrap();
+        conn.busy_timeout(Duration::from_secs(5)).unwrap();
+        let results = run_batch(&conn, &mut batch);
+        assert_eq!(
+            results.iter().map(|(r, _)| r.is_ok()).collect::<Vec<_>>(),
+            vec![true, false, true]
+        );
+        let n: i64 = conn
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 3);
+        drop(conn);
+        s.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_search_index_merges_eight_segments_at_once() {
+        let (s, dir) = tmp_store("automerge");
+        let v: i64 = s
+            .read(|c| {
+                c.query_row(
+                    "SELECT v FROM history_fts_config WHERE k = 'automerge'",
+                    [],
+                    |r| r.get(0),
+                )
+            })
+            .unwrap();
+        assert_eq!(v, FTS_AUTOMERGE);
+        s.close();
+        // Reopening finds it set (and does not write it again).
+        let s = Store::open(&dir.join("svc.db")).unwrap();
+        s.close();
         std::fs::remove_dir_all(dir).unwrap();
     }
 

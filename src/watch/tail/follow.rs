@@ -270,7 +270,7 @@ impl<H: LineHandler> Follower<H> {
             clock,
             pending: Vec::with_capacity(GROUP_FINDINGS),
             submitted: 0,
-            done_base: engine_done(&engine),
+            done_base: engine.done(),
             engine,
         })
     }
@@ -543,21 +543,15 @@ impl<H: LineHandler> Follower<H> {
     /// findings are not dispatched yet. The estimate counts every source's dispatches, so it
     /// errs on the side of waiting less, never of blocking.
     fn pace(&self) {
-        let in_flight = || {
-            let done = engine_done(&self.engine).saturating_sub(self.done_base);
-            self.submitted.saturating_sub(done)
-        };
-        if in_flight() <= MAX_IN_FLIGHT {
+        let done = self.engine.done().saturating_sub(self.done_base);
+        if self.submitted.saturating_sub(done) <= MAX_IN_FLIGHT {
             return;
         }
-        // Over the limit: let the engine work off half before going on, checking at growing
-        // intervals (1 ms to 16 ms: few wakeups whether the engine is fast or slow).
-        let deadline = std::time::Instant::now() + SUBMIT_WAIT;
-        let mut nap = Duration::from_millis(1);
-        while in_flight() > MAX_IN_FLIGHT / 2 && std::time::Instant::now() < deadline {
-            std::thread::sleep(nap);
-            nap = (nap * 2).min(Duration::from_millis(16));
-        }
+        // Over the limit: let the engine work off half before going on. The engine wakes
+        // us after each finished batch, so no time is slept while there is room.
+        let target = (self.done_base + self.submitted).saturating_sub(MAX_IN_FLIGHT / 2);
+        self.engine
+            .wait_done(target, std::time::Instant::now() + SUBMIT_WAIT);
     }
 
     /// Submits file `i`'s replay position, fingerprint and position when the position moved:
@@ -645,12 +639,6 @@ impl<H: LineHandler> Follower<H> {
             self.submit_checkpoint(i, now, true);
         }
     }
-}
-
-/// Findings the engine has finished with (dispatched into the active set, or suppressed).
-fn engine_done(engine: &Engine) -> u64 {
-    engine.counters.dispatched.load(Ordering::Relaxed)
-        + engine.counters.suppressed.load(Ordering::Relaxed)
 }
 
 /// Feeds the lines between `from` and the checkpoint `cp` of the file `cp` was taken in
