@@ -307,6 +307,12 @@ fn sigterm_with_slow_readers_of_large_responses_exits_promptly() {
         c.execute_batch("UPDATE history_derived SET fts_upto = (SELECT max(id) FROM history) WHERE id = 1; COMMIT")
             .unwrap();
     }
+    // Rows written by another connection are counted (and served) once the daemon's
+    // writer has derived them, within about a second: exports before that are empty.
+    wait_until(30, "the written rows in history", || {
+        let r = d.get("/api/v1/history/csv?limit=1", READ);
+        (r.header("x-total-count") == Some("5000")).then_some(())
+    });
     let readers = 6;
     let auth = format!("Bearer {READ}");
     let mut slow = Vec::new();
