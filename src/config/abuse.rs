@@ -189,16 +189,10 @@ pub(super) fn read(r: &mut TableReader<'_>, errs: &mut Errors) -> ReportConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{from_table, parse_str, Config};
+    use crate::config::Config;
 
     fn check(text: &str) -> Result<Config, String> {
-        let t = parse_str(text)?;
-        from_table(&t, vec![]).map_err(|es| {
-            es.iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
+        crate::config::from_text(text)
     }
 
     #[test]

@@ -355,6 +355,18 @@ pub fn parse_file(path: &Path) -> Result<toml::value::Table, ConfigError> {
     })
 }
 
+/// Test helper: `text` read as a whole configuration, its errors one per line.
+#[cfg(test)]
+pub(crate) fn from_text(text: &str) -> Result<Config, String> {
+    let t = parse_str(text)?;
+    from_table(&t, vec![]).map_err(|es| {
+        es.iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    })
+}
+
 /// Parses TOML text into a table; the error is a single line with line and column.
 pub fn parse_str(text: &str) -> Result<toml::value::Table, String> {
     toml::from_str::<toml::value::Table>(text).map_err(|e| {
