@@ -96,7 +96,8 @@ pub(crate) struct Front {
     open: usize,
     per_addr: PerAddress,
     phase_counts: [usize; 6],
-    jobs: Option<Sender<Job>>,
+    /// The workers' lanes: (state-changing requests, reads); see `worker::Lanes`.
+    jobs: Option<(Sender<Job>, Sender<Job>)>,
     backs: Receiver<Back>,
     shared: Arc<Shared>,
     next_sweep: i64,
@@ -126,7 +127,7 @@ impl Front {
     pub fn new(
         listener: TcpListener,
         shared: Arc<Shared>,
-        jobs: Sender<Job>,
+        jobs: (Sender<Job>, Sender<Job>),
         backs: Receiver<Back>,
     ) -> std::io::Result<Front> {
         listener.set_nonblocking(true)?;
@@ -505,7 +506,12 @@ impl Front {
             self.close(conn, false);
             return;
         };
-        match jobs.try_send(Job { conn, req }) {
+        let lane = if super::worker::is_urgent(&req) {
+            &jobs.0
+        } else {
+            &jobs.1
+        };
+        match lane.try_send(Job { conn, req }) {
             Ok(()) => {}
             // Cannot be full (one request per connection, capacity max_connections); a
             // disconnected pool means the server is stopping.

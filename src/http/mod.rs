@@ -291,15 +291,21 @@ impl Server {
             waker: self.waker,
         });
         // Each connection has at most one request at a worker: this never fills.
-        let (job_tx, job_rx) = crossbeam_channel::bounded(shared.limits.max_connections.max(1));
+        let cap = shared.limits.max_connections.max(1);
+        let (urgent_tx, urgent_rx) = crossbeam_channel::bounded(cap);
+        let (normal_tx, normal_rx) = crossbeam_channel::bounded(cap);
+        let lanes = worker::Lanes {
+            urgent: urgent_rx,
+            normal: normal_rx,
+        };
         // At most one message per connection away at a worker: bounded by the same figure.
         let (back_tx, back_rx) = crossbeam_channel::unbounded();
         let returns = worker::Returns {
             tx: back_tx,
             waker: shared.waker.clone(),
         };
-        worker::start(workers, job_rx, returns, shared.clone())?;
-        front::Front::new(self.listener, shared, job_tx, back_rx)
+        worker::start(workers, lanes, returns, shared.clone())?;
+        front::Front::new(self.listener, shared, (urgent_tx, normal_tx), back_rx)
     }
 
     /// Serves until stopped; returns within the shutdown grace after the stop. Workers

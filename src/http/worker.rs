@@ -6,6 +6,12 @@
 //! to the front with a write deadline, so a peer that reads slowly holds no worker. After
 //! the response the connection returns to the front for its next request. Event streams
 //! leave for a thread of their own.
+//!
+//! Requests wait in two lanes ([`Lanes`]): state-changing ones (any method but GET and
+//! HEAD: suppressions, blocks, logins) are taken before reads, at most
+//! [`URGENT_STREAK`] in a row while reads wait, so a short write is not queued behind a
+//! crowd of expensive reads (findings pages, exports) and a flood of writes cannot starve
+//! reads either.
 
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -20,6 +26,62 @@ use super::phase::Phase;
 use super::request::Request;
 use super::response::Response;
 use super::Shared;
+
+/// State-changing requests a worker takes in a row while reads wait.
+pub const URGENT_STREAK: u32 = 8;
+
+/// The two lanes of waiting requests (see the module documentation).
+pub(crate) struct Lanes<T = Job> {
+    pub urgent: Receiver<T>,
+    pub normal: Receiver<T>,
+}
+
+impl<T> Clone for Lanes<T> {
+    fn clone(&self) -> Self {
+        Lanes {
+            urgent: self.urgent.clone(),
+            normal: self.normal.clone(),
+        }
+    }
+}
+
+impl<T> Lanes<T> {
+    /// The next request: urgent first (up to [`URGENT_STREAK`] in a row while a read
+    /// waits), else whichever comes. `None` once both senders are gone.
+    fn next(&self, streak: &mut u32) -> Option<T> {
+        if *streak < URGENT_STREAK {
+            if let Ok(j) = self.urgent.try_recv() {
+                *streak += 1;
+                return Some(j);
+            }
+        }
+        if let Ok(j) = self.normal.try_recv() {
+            *streak = 0;
+            return Some(j);
+        }
+        crossbeam_channel::select_biased! {
+            recv(self.urgent) -> j => match j {
+                Ok(j) => {
+                    *streak += 1;
+                    Some(j)
+                }
+                Err(_) => self.normal.recv().ok().inspect(|_| *streak = 0),
+            },
+            recv(self.normal) -> j => match j {
+                Ok(j) => {
+                    *streak = 0;
+                    Some(j)
+                }
+                Err(_) => self.urgent.recv().ok().inspect(|_| *streak += 1),
+            },
+        }
+    }
+}
+
+/// Whether a request goes to the urgent lane.
+pub(crate) fn is_urgent(req: &Request) -> bool {
+    !matches!(req.method.as_str(), "GET" | "HEAD")
+}
 
 /// A complete request and the connection it came on.
 pub(crate) struct Job {
@@ -159,7 +221,7 @@ fn call(shared: &Shared, req: &Request) -> (Response, bool) {
 /// Starts `n` workers; they exit when every sender of `jobs` is gone.
 pub(crate) fn start(
     n: usize,
-    jobs: Receiver<Job>,
+    jobs: Lanes,
     returns: Returns,
     shared: Arc<Shared>,
 ) -> std::io::Result<()> {
@@ -172,7 +234,8 @@ pub(crate) fn start(
             .name(format!("http-worker-{i}"))
             .stack_size(1024 * 1024)
             .spawn(move || {
-                while let Ok(job) = jobs.recv() {
+                let mut streak = 0;
+                while let Some(job) = jobs.next(&mut streak) {
                     mine.stats.workers_busy.fetch_add(1, Ordering::Relaxed);
                     serve(job, &mine, &returns);
                     mine.stats.workers_busy.fetch_sub(1, Ordering::Relaxed);
@@ -225,6 +288,39 @@ fn serve(job: Job, shared: &Shared, returns: &Returns) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn writes_go_first_but_cannot_starve_reads() {
+        let (utx, urx) = crossbeam_channel::unbounded();
+        let (ntx, nrx) = crossbeam_channel::unbounded();
+        let lanes = Lanes {
+            urgent: urx,
+            normal: nrx,
+        };
+        for i in 0..3 {
+            ntx.send(100 + i).unwrap();
+        }
+        for i in 0..20 {
+            utx.send(i).unwrap();
+        }
+        let mut streak = 0;
+        let order: Vec<u32> = (0..23).map(|_| lanes.next(&mut streak).unwrap()).collect();
+        let mut want: Vec<u32> = (0..8).collect();
+        want.push(100);
+        want.extend(8..16);
+        want.push(101);
+        want.extend(16..20);
+        want.push(102);
+        assert_eq!(order, want);
+        // Blocking receive: whichever lane gets a job; none once both senders are gone.
+        ntx.send(7).unwrap();
+        assert_eq!(lanes.next(&mut streak), Some(7));
+        drop(utx);
+        ntx.send(8).unwrap();
+        assert_eq!(lanes.next(&mut streak), Some(8));
+        drop(ntx);
+        assert_eq!(lanes.next(&mut streak), None);
+    }
+
     use super::*;
     use std::os::fd::AsFd;
     use std::time::Duration;

@@ -190,7 +190,7 @@ impl Store {
         schema::migrate(&mut conn)?;
         // The search index merges 8 segments of a level at once instead of FTS5's 4: each
         // row is rewritten by fewer merges (about a fifth less indexing CPU at the same
-        // query cost, decision 156). Stored in the index's own config, written once.
+        // query cost, decision 157). Stored in the index's own config, written once.
         let automerge: Option<i64> = conn
             .query_row(
                 "SELECT v FROM history_fts_config WHERE k = 'automerge'",
