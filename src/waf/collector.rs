@@ -24,9 +24,8 @@ use std::collections::{HashSet, VecDeque};
 use std::fmt;
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use jiff::tz::TimeZone;
@@ -42,7 +41,7 @@ use crate::findings::{Engine, Finding};
 use crate::queue::{RegisterError, Registry, RowHandle};
 use crate::store::waf::NewEvent;
 use crate::store::Store;
-use crate::watch::tail::{file_source_row, Follower, LineHandler, WakeHandle};
+use crate::watch::tail::{file_source_row, Follower, LineHandler, Running};
 
 /// Name of the queue row.
 pub const ROW: &str = "waf.file_source";
@@ -298,10 +297,8 @@ impl std::error::Error for StartError {}
 
 /// A running WAF log collector.
 pub struct WafCollector {
-    engine: Arc<Engine>,
-    stop: Arc<AtomicBool>,
-    wake: WakeHandle,
-    thread: Option<JoinHandle<()>>,
+    /// First field: dropped (the thread stopped and joined) before the row is removed.
+    running: Running,
     _row: RowHandle,
 }
 
@@ -349,47 +346,20 @@ impl WafCollector {
             clock,
         )
         .map_err(StartError::Io)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let wake = follower.wake_handle();
-        let flag = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("waf-log".into())
-            .spawn(move || {
-                follower.run(&flag);
-            })
-            .map_err(StartError::Io)?;
-        Ok(WafCollector {
-            engine: engine.clone(),
-            stop,
-            wake,
-            thread: Some(thread),
-            _row: row,
+        let running = Running::spawn("waf-log", follower, |f, stop| {
+            f.run(stop);
         })
+        .map_err(StartError::Io)?;
+        Ok(WafCollector { running, _row: row })
     }
 
     pub fn request_stop(&self) {
-        self.stop.store(true, Ordering::Release);
-        self.wake.wake();
+        self.running.request_stop();
     }
 
     /// Stops the thread and waits (up to 5 s) for what it submitted to commit.
-    pub fn stop(mut self) {
-        self.request_stop();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-        if !self.engine.flush(Duration::from_secs(5)) {
-            log::warn!("waf log: positions not committed within 5 s of stopping");
-        }
-    }
-}
-
-impl Drop for WafCollector {
-    fn drop(&mut self) {
-        self.request_stop();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    pub fn stop(self) {
+        self.running.stop();
     }
 }
 

@@ -19,9 +19,8 @@
 
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::clock::SharedClock;
@@ -30,7 +29,7 @@ use crate::crawler::BotOracle;
 use crate::findings::{Engine, Finding};
 use crate::queue::{RegisterError, Registry, RowHandle};
 use crate::store::Store;
-use crate::watch::tail::{file_source_row, Follower, LineHandler, WakeHandle};
+use crate::watch::tail::{file_source_row, Follower, LineHandler, Running};
 
 use super::detect::AccessDetector;
 use super::logs;
@@ -130,11 +129,9 @@ impl std::error::Error for StartError {}
 
 /// A running access-log collector.
 pub struct AccessCollector {
-    engine: Arc<Engine>,
+    /// First field: dropped (the thread stopped and joined) before the row is removed.
+    running: Running,
     thresholds: Arc<SharedThresholds>,
-    stop: Arc<AtomicBool>,
-    wake: WakeHandle,
-    thread: Option<JoinHandle<()>>,
     files: usize,
     _row: RowHandle,
 }
@@ -231,9 +228,6 @@ impl AccessCollector {
             clock,
         )
         .map_err(StartError::Io)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let wake = follower.wake_handle();
-        let flag = stop.clone();
         let files = resolved.files.len();
         let patterns = patterns.to_vec();
         let rescan = if resolved.has_globs {
@@ -242,20 +236,15 @@ impl AccessCollector {
             Duration::MAX
         };
         let store = store.clone();
-        let thread = std::thread::Builder::new()
-            .name("access-log".into())
-            .spawn(move || {
-                follower.run_with(&flag, rescan, |f| {
-                    follow_new_files(f, &patterns, &store, &component, &refused);
-                });
-            })
-            .map_err(StartError::Io)?;
+        let running = Running::spawn("access-log", follower, move |f, stop| {
+            f.run_with(stop, rescan, |f| {
+                follow_new_files(f, &patterns, &store, &component, &refused);
+            });
+        })
+        .map_err(StartError::Io)?;
         Ok(AccessCollector {
-            engine: engine.clone(),
+            running,
             thresholds: shared,
-            stop,
-            wake,
-            thread: Some(thread),
             files,
             _row: row,
         })
@@ -273,29 +262,13 @@ impl AccessCollector {
 
     /// Asks the thread to stop without waiting.
     pub fn request_stop(&self) {
-        self.stop.store(true, Ordering::Release);
-        self.wake.wake();
+        self.running.request_stop();
     }
 
     /// Stops the thread, waits (up to 5 s) until what it submitted is committed, and
     /// removes the row.
-    pub fn stop(mut self) {
-        self.request_stop();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-        if !self.engine.flush(Duration::from_secs(5)) {
-            log::warn!("access log: positions not committed within 5 s of stopping");
-        }
-    }
-}
-
-impl Drop for AccessCollector {
-    fn drop(&mut self) {
-        self.request_stop();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    pub fn stop(self) {
+        self.running.stop();
     }
 }
 

@@ -12,9 +12,7 @@
 
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::clock::SharedClock;
@@ -22,7 +20,7 @@ use crate::components::Components;
 use crate::findings::{Engine, Finding};
 use crate::queue::{RegisterError, Registry, RowHandle};
 use crate::store::Store;
-use crate::watch::tail::{file_source_row, Follower, LineHandler, WakeHandle};
+use crate::watch::tail::{file_source_row, Follower, LineHandler, Running};
 
 use super::detect::AuthDetector;
 use super::thresholds::{AuthThresholds, SharedThresholds};
@@ -70,12 +68,10 @@ impl std::error::Error for StartError {}
 
 /// A running auth-log collector.
 pub struct AuthCollector {
-    engine: Arc<Engine>,
+    /// First field: dropped (the thread stopped and joined) before the row is removed.
+    running: Running,
     /// The running detector's thresholds (a configuration reload sets them).
     thresholds: Arc<SharedThresholds>,
-    stop: Arc<AtomicBool>,
-    wake: WakeHandle,
-    thread: Option<JoinHandle<()>>,
     _row: RowHandle,
 }
 
@@ -119,21 +115,13 @@ impl AuthCollector {
             clock,
         )
         .map_err(StartError::Io)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let wake = follower.wake_handle();
-        let flag = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("auth-log".into())
-            .spawn(move || {
-                follower.run(&flag);
-            })
-            .map_err(StartError::Io)?;
+        let running = Running::spawn("auth-log", follower, |f, stop| {
+            f.run(stop);
+        })
+        .map_err(StartError::Io)?;
         Ok(AuthCollector {
-            engine: engine.clone(),
+            running,
             thresholds: shared,
-            stop,
-            wake,
-            thread: Some(thread),
             _row: row,
         })
     }
@@ -145,30 +133,14 @@ impl AuthCollector {
 
     /// Asks the thread to stop without waiting (see [`AuthCollector::stop`]).
     pub fn request_stop(&self) {
-        self.stop.store(true, Ordering::Release);
-        self.wake.wake();
+        self.running.request_stop();
     }
 
     /// Stops the thread (it finishes the round it is in, submitting what it read), waits
     /// (up to 5 s) until what it submitted is committed, so that a collector started next
     /// (a reload) resumes from its last position, and removes the row.
-    pub fn stop(mut self) {
-        self.request_stop();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-        if !self.engine.flush(Duration::from_secs(5)) {
-            log::warn!("auth log: positions not committed within 5 s of stopping");
-        }
-    }
-}
-
-impl Drop for AuthCollector {
-    fn drop(&mut self) {
-        self.request_stop();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    pub fn stop(self) {
+        self.running.stop();
     }
 }
 
@@ -181,6 +153,7 @@ mod tests {
     use crate::watch::tail::testutil::TempDir;
     use std::io::Write;
     use std::path::Path;
+    use std::sync::atomic::Ordering;
 
     fn append(path: &Path, s: &str) {
         let mut f = std::fs::OpenOptions::new()

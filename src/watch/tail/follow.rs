@@ -325,6 +325,16 @@ impl<H: LineHandler> Follower<H> {
         self.waker.handle()
     }
 
+    /// The collector's name in log lines (`auth log`).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The engine this follower submits to.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
     pub fn handler(&self) -> &H {
         &self.handler
     }
