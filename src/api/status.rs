@@ -401,7 +401,9 @@ pub fn metrics(app: &App, _req: &Request, _c: &Caller) -> Response {
     queue_metrics(&mut out, &app.services.registry.snapshot());
     super::metrics::watcher_metrics(&mut out, &app.services.components.rows());
     if let Some(c) = &app.services.challenge {
-        c.write_metrics(&mut out);
+        for (name, kind, help, value) in c.metrics() {
+            super::metrics::gauge(&mut out, name, kind, help, value);
+        }
     }
     super::metrics::crawler_metrics(&mut out, &app.services.crawler);
     Response::new(

@@ -545,9 +545,9 @@ impl Challenge {
         })
     }
 
-    /// Prometheus lines (`/metrics`): pending and allowed addresses, and the counters.
-    pub fn write_metrics(&self, out: &mut String) {
-        use std::fmt::Write as _;
+    /// The `/metrics` samples as (name, kind, help, value): pending and allowed addresses,
+    /// and the counters.
+    pub fn metrics(&self) -> [(&'static str, &'static str, &'static str, u64); 11] {
         let (pending, escalated, allowed) = {
             let now = self.now();
             let st = self.state.lock();
@@ -559,7 +559,7 @@ impl Challenge {
         };
         let c = &self.counters;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        for (name, kind, help, v) in [
+        [
             (
                 "svc_challenge_pending",
                 "gauge",
@@ -626,12 +626,7 @@ impl Challenge {
                 "Reload commands that could not start.",
                 load(&c.reload_failures),
             ),
-        ] {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
-            );
-        }
+        ]
     }
 
     /// One round of the timer: due routes escalated or expired, allows and nonces expired,
