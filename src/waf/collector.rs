@@ -21,7 +21,6 @@
 //!   and are not stored again.
 
 use std::collections::{HashSet, VecDeque};
-use std::fmt;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,9 +37,10 @@ use super::parse::{Parser, RuleActions};
 use crate::clock::SharedClock;
 use crate::components::Components;
 use crate::findings::{Engine, Finding};
-use crate::queue::{RegisterError, Registry, RowHandle};
+use crate::queue::{Registry, RowHandle};
 use crate::store::waf::NewEvent;
 use crate::store::Store;
+pub use crate::watch::tail::StartError;
 use crate::watch::tail::{file_source_row, Follower, LineHandler, Running};
 
 /// Name of the queue row.
@@ -277,24 +277,6 @@ impl LineHandler for WafHandler {
     }
 }
 
-/// Why the collector could not start.
-#[derive(Debug)]
-pub enum StartError {
-    Row(RegisterError),
-    Io(std::io::Error),
-}
-
-impl fmt::Display for StartError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StartError::Row(e) => write!(f, "{ROW}: {e:?}"),
-            StartError::Io(e) => write!(f, "waf-log collector: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for StartError {}
-
 /// A running WAF log collector.
 pub struct WafCollector {
     /// First field: dropped (the thread stopped and joined) before the row is removed.
@@ -317,7 +299,7 @@ impl WafCollector {
         let health = file_source_row(clock.clone());
         let row = registry
             .register(ROW, health.clone())
-            .map_err(StartError::Row)?;
+            .map_err(|e| StartError::Row(ROW, e))?;
         let component = components.add(COMPONENT, "log_watcher");
         component.set_detail(
             paths
@@ -345,11 +327,11 @@ impl WafCollector {
             component,
             clock,
         )
-        .map_err(StartError::Io)?;
+        .map_err(|e| StartError::Io("waf-log", e))?;
         let running = Running::spawn("waf-log", follower, |f, stop| {
             f.run(stop);
         })
-        .map_err(StartError::Io)?;
+        .map_err(|e| StartError::Io("waf-log", e))?;
         Ok(WafCollector { running, _row: row })
     }
 

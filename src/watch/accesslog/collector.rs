@@ -17,7 +17,6 @@
 //!   committed, and removes the row, so a reload can start a new collector with the same
 //!   names that resumes where this one stopped.
 
-use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -27,8 +26,9 @@ use crate::clock::SharedClock;
 use crate::components::{Component, Components};
 use crate::crawler::BotOracle;
 use crate::findings::{Engine, Finding};
-use crate::queue::{RegisterError, Registry, RowHandle};
+use crate::queue::{Registry, RowHandle};
 use crate::store::Store;
+pub use crate::watch::tail::StartError;
 use crate::watch::tail::{file_source_row, Follower, LineHandler, Running};
 
 use super::detect::AccessDetector;
@@ -107,26 +107,6 @@ impl LineHandler for AccessHandler {
     }
 }
 
-/// Why the collector could not start.
-#[derive(Debug)]
-pub enum StartError {
-    /// The row name is taken (a previous collector was not stopped).
-    Row(RegisterError),
-    /// The wake pipe or the thread could not be created.
-    Io(std::io::Error),
-}
-
-impl fmt::Display for StartError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StartError::Row(e) => write!(f, "{ROW}: {e:?}"),
-            StartError::Io(e) => write!(f, "access-log collector: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for StartError {}
-
 /// A running access-log collector.
 pub struct AccessCollector {
     /// First field: dropped (the thread stopped and joined) before the row is removed.
@@ -199,7 +179,7 @@ impl AccessCollector {
         let health = file_source_row(clock.clone());
         let row = registry
             .register(ROW, health.clone())
-            .map_err(StartError::Row)?;
+            .map_err(|e| StartError::Row(ROW, e))?;
         let component = components.add(COMPONENT, "log_watcher");
         component.set_detail(describe(&resolved.files));
         let refused = component.counter("files_refused_total");
@@ -227,7 +207,7 @@ impl AccessCollector {
             component.clone(),
             clock,
         )
-        .map_err(StartError::Io)?;
+        .map_err(|e| StartError::Io("access-log", e))?;
         let files = resolved.files.len();
         let patterns = patterns.to_vec();
         let rescan = if resolved.has_globs {
@@ -241,7 +221,7 @@ impl AccessCollector {
                 follow_new_files(f, &patterns, &store, &component, &refused);
             });
         })
-        .map_err(StartError::Io)?;
+        .map_err(|e| StartError::Io("access-log", e))?;
         Ok(AccessCollector {
             running,
             thresholds: shared,

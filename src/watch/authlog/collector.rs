@@ -10,7 +10,6 @@
 //! reload can start a new collector with the same names that resumes where this one
 //! stopped.
 
-use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,8 +17,9 @@ use std::time::Duration;
 use crate::clock::SharedClock;
 use crate::components::Components;
 use crate::findings::{Engine, Finding};
-use crate::queue::{RegisterError, Registry, RowHandle};
+use crate::queue::{Registry, RowHandle};
 use crate::store::Store;
+pub use crate::watch::tail::StartError;
 use crate::watch::tail::{file_source_row, Follower, LineHandler, Running};
 
 use super::detect::AuthDetector;
@@ -46,26 +46,6 @@ impl LineHandler for AuthDetector {
     }
 }
 
-/// Why the collector could not start.
-#[derive(Debug)]
-pub enum StartError {
-    /// The row name is taken (a previous collector was not stopped).
-    Row(RegisterError),
-    /// The wake pipe or the thread could not be created.
-    Io(std::io::Error),
-}
-
-impl fmt::Display for StartError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StartError::Row(e) => write!(f, "{ROW}: {e:?}"),
-            StartError::Io(e) => write!(f, "auth-log collector: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for StartError {}
-
 /// A running auth-log collector.
 pub struct AuthCollector {
     /// First field: dropped (the thread stopped and joined) before the row is removed.
@@ -90,7 +70,7 @@ impl AuthCollector {
         let health = file_source_row(clock.clone());
         let row = registry
             .register(ROW, health.clone())
-            .map_err(StartError::Row)?;
+            .map_err(|e| StartError::Row(ROW, e))?;
         let component = components.add(COMPONENT, "log_watcher");
         component.set_detail(
             paths
@@ -114,11 +94,11 @@ impl AuthCollector {
             component,
             clock,
         )
-        .map_err(StartError::Io)?;
+        .map_err(|e| StartError::Io("auth-log", e))?;
         let running = Running::spawn("auth-log", follower, |f, stop| {
             f.run(stop);
         })
-        .map_err(StartError::Io)?;
+        .map_err(|e| StartError::Io("auth-log", e))?;
         Ok(AuthCollector {
             running,
             thresholds: shared,

@@ -31,7 +31,7 @@ pub use follow::{
     Follower, Keys, LineHandler, GROUP_FINDINGS, MAX_IN_FLIGHT, MAX_REPLAY_BYTES,
     NEW_FILE_FROM_START, POSITION_EVERY, SAFETY_NET_POLL, SUBMIT_WAIT,
 };
-pub use running::{Running, STOP_FLUSH};
+pub use running::{Running, StartError, STOP_FLUSH};
 pub use source::{
     FileSource, PollStats, SourceTotals, MAX_BYTES_PER_POLL, MAX_LINE_BYTES, READ_CHUNK,
 };

@@ -14,6 +14,27 @@ use std::time::Duration;
 use super::follow::{Follower, LineHandler};
 use super::wake::WakeHandle;
 use crate::findings::Engine;
+use crate::queue::RegisterError;
+
+/// Why a log collector could not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// The row name (first) is taken: a previous collector was not stopped.
+    Row(&'static str, RegisterError),
+    /// The wake pipe or the thread of the collector named first could not be created.
+    Io(&'static str, std::io::Error),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Row(row, e) => write!(f, "{row}: {e:?}"),
+            StartError::Io(name, e) => write!(f, "{name} collector: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
 
 /// How long [`Running::stop`] waits for the follower's submissions to commit.
 pub const STOP_FLUSH: Duration = Duration::from_secs(5);
