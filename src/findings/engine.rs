@@ -969,7 +969,8 @@ impl Engine {
         let mut kept_out = 0u64;
         for item in batch.drain(..) {
             match item {
-                Ingest::Finding(f) => {
+                Ingest::Finding(mut f) => {
+                    f.shrink_to_fit();
                     let f: Arc<Finding> = Arc::from(f);
                     history.push(f.clone());
                     if matcher.as_ref().is_some_and(|m| m.is_suppressed(&f, now)) {

@@ -513,8 +513,8 @@ impl Front {
         };
         match lane.try_send(Job { conn, req }) {
             Ok(()) => {}
-            // Cannot be full (one request per connection, capacity max_connections); a
-            // disconnected pool means the server is stopping.
+            // The lanes are unbounded (at most one request per connection waits there);
+            // a disconnected pool means the server is stopping.
             Err(TrySendError::Full(job)) | Err(TrySendError::Disconnected(job)) => {
                 let mut conn = job.conn;
                 self.enter(&mut conn, Phase::Head, now);

@@ -290,10 +290,12 @@ impl Server {
             clock: self.clock,
             waker: self.waker,
         });
-        // Each connection has at most one request at a worker: this never fills.
-        let cap = shared.limits.max_connections.max(1);
-        let (urgent_tx, urgent_rx) = crossbeam_channel::bounded(cap);
-        let (normal_tx, normal_rx) = crossbeam_channel::bounded(cap);
+        // Each connection has at most one request at a worker, so the lanes hold at most
+        // `max_connections` jobs without a bound of their own. Unbounded channels allocate
+        // their slots as jobs arrive; bounded ones would preallocate room for every
+        // connection the limit allows (1.4 MB at the default limit) on an idle daemon.
+        let (urgent_tx, urgent_rx) = crossbeam_channel::unbounded();
+        let (normal_tx, normal_rx) = crossbeam_channel::unbounded();
         let lanes = worker::Lanes {
             urgent: urgent_rx,
             normal: normal_rx,

@@ -11,7 +11,7 @@
 
 pub mod persist;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -60,9 +60,46 @@ struct Incident {
     first_seen: Timestamp,
     last_seen: Timestamp,
     count: u64,
-    checks: BTreeSet<String>,
-    accounts: BTreeSet<String>,
+    checks: Names,
+    accounts: Names,
     contained: bool,
+}
+
+/// A small sorted set of names. An incident holds a handful of checks and accounts; a
+/// `BTreeSet` spends a whole node (hundreds of bytes) on the first one, and incidents are
+/// kept for up to [`MAX_INCIDENTS`] addresses at once.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Names(Vec<Box<str>>);
+
+impl Names {
+    fn insert(&mut self, name: &str) {
+        if let Err(at) = self.0.binary_search_by(|n| (**n).cmp(name)) {
+            self.0.insert(at, name.into());
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The names in order.
+    fn iter(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|n| &**n)
+    }
+
+    fn to_vec(&self) -> Vec<String> {
+        self.iter().map(str::to_string).collect()
+    }
+}
+
+impl FromIterator<String> for Names {
+    fn from_iter<I: IntoIterator<Item = String>>(names: I) -> Self {
+        let mut set = Names::default();
+        for n in names {
+            set.insert(&n);
+        }
+        set
+    }
 }
 
 impl Incident {
@@ -224,16 +261,16 @@ impl Incidents {
             first_seen: f.first_seen.min(now),
             last_seen: f.last_seen,
             count: 0,
-            checks: BTreeSet::new(),
-            accounts: BTreeSet::new(),
+            checks: Names::default(),
+            accounts: Names::default(),
             contained: false,
         });
         inc.severity = inc.severity.max(f.severity);
         inc.last_seen = inc.last_seen.max(f.last_seen).max(now);
         inc.count += 1;
-        inc.checks.insert(f.check.clone());
+        inc.checks.insert(&f.check);
         if let Some(a) = &f.account {
-            inc.accounts.insert(a.clone());
+            inc.accounts.insert(a);
         }
         inc.contained |= contained;
         // A new incident or a change of what it is (severity, checks, accounts, contained)
@@ -295,8 +332,8 @@ impl Incidents {
             first_seen: i.first_seen,
             last_seen: i.last_seen,
             count: i.count,
-            checks: i.checks.iter().cloned().collect(),
-            accounts: i.accounts.iter().cloned().collect(),
+            checks: i.checks.to_vec(),
+            accounts: i.accounts.to_vec(),
         }
     }
 

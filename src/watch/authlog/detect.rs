@@ -36,6 +36,7 @@ use crate::clock::SharedClock;
 use crate::findings::{Finding, Severity};
 
 use super::known::{cut, KnownLogins, Seen};
+use super::names::NameList;
 use super::parse::{parse_line, AuthEvent, AuthKind, AuthService};
 use super::table::AddrTable;
 use super::thresholds::{AuthThresholds, SharedThresholds};
@@ -100,9 +101,9 @@ struct Track {
     pam_alerted: bool,
     conn_port: Option<u16>,
     credit: bool,
-    users: Vec<Box<str>>,
+    users: NameList,
     users_more: u32,
-    services: Vec<Box<str>>,
+    services: NameList,
 }
 
 impl Track {
@@ -119,9 +120,9 @@ impl Track {
             pam_alerted: false,
             conn_port: None,
             credit: false,
-            users: Vec::new(),
+            users: NameList::default(),
             users_more: 0,
-            services: Vec::new(),
+            services: NameList::default(),
         }
     }
 
@@ -158,18 +159,17 @@ impl Track {
 
     /// Returns false when the user could not be recorded (cap).
     fn note(&mut self, user: Option<&str>, service: &str) -> bool {
-        if !self.services.iter().any(|s| &**s == service)
-            && self.services.len() < MAX_SERVICES_PER_ADDRESS
-        {
-            self.services.push(cut(service, 32).into());
+        let service = cut(service, 32);
+        if self.services.len() < MAX_SERVICES_PER_ADDRESS && !self.services.contains(service) {
+            self.services.push(service);
         }
         let Some(user) = user else { return true };
         let user = cut(user, MAX_USER_IN_FINDING);
-        if self.users.iter().any(|u| &**u == user) {
+        if self.users.contains(user) {
             return true;
         }
         if self.users.len() < MAX_USERS_PER_ADDRESS {
-            self.users.push(user.into());
+            self.users.push(user);
             true
         } else {
             self.users_more = self.users_more.saturating_add(1);

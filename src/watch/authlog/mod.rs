@@ -16,6 +16,7 @@
 mod collector;
 mod detect;
 mod known;
+mod names;
 mod parse;
 pub(crate) mod table;
 mod thresholds;

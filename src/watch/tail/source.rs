@@ -135,6 +135,7 @@ pub struct FileSource {
     /// Rotated files to read whole after the open one, before the live path.
     backlog: VecDeque<PathBuf>,
     totals: SourceTotals,
+    /// The read buffer, kept between polls only while more is waiting.
     buf: Vec<u8>,
 }
 
@@ -649,7 +650,12 @@ impl FileSource {
             }
         };
         self.size = self.size.max(self.offset);
-        self.buf = buf;
+        if *budget == 0 {
+            // More is waiting: the next poll comes at once and reuses the buffer. A source
+            // that reached its end gives it back, so idle logs (a daemon follows dozens of
+            // per-domain access logs) hold no read buffer between writes.
+            self.buf = buf;
+        }
         result
     }
 
