@@ -77,6 +77,11 @@ impl std::fmt::Display for PersistError {
 
 impl std::error::Error for PersistError {}
 
+/// Snapshot records written per store transaction at most. A burst from thousands of
+/// addresses is written in several rounds, so the rows of one round (and the statement
+/// journal of its transaction) stay small instead of growing with the burst.
+pub const MAX_BATCH: usize = 1_024;
+
 /// Records of one kind, each key once, ordered by admission instant (oldest first).
 #[derive(Default)]
 struct Ordered {
@@ -125,12 +130,17 @@ impl Ordered {
         Some(key)
     }
 
-    fn take(&mut self) -> Vec<(IncKey, Admitted)> {
-        self.at.clear();
-        std::mem::take(&mut self.by_age)
-            .into_iter()
-            .map(|((a, _), k)| (k, a))
-            .collect()
+    /// Takes the `max` oldest records.
+    fn take(&mut self, max: usize) -> Vec<(IncKey, Admitted)> {
+        let mut out = Vec::with_capacity(self.len().min(max));
+        while out.len() < max {
+            let Some(((a, _), k)) = self.by_age.pop_first() else {
+                break;
+            };
+            self.at.remove(&k);
+            out.push((k, a));
+        }
+        out
     }
 }
 
@@ -180,11 +190,15 @@ impl Pending {
         false
     }
 
-    fn take(&mut self, with_deferred: bool) -> Taken {
+    /// Takes at most `max` records, the waiting ones first (oldest first), then, with
+    /// `with_deferred`, deferred ones in the room left.
+    fn take(&mut self, with_deferred: bool, max: usize) -> Taken {
+        let waiting = self.waiting.take(max);
+        let room = max - waiting.len();
         Taken {
-            waiting: self.waiting.take(),
+            waiting,
             deferred: if with_deferred {
-                self.deferred.take()
+                self.deferred.take(room)
             } else {
                 Vec::new()
             },
@@ -353,8 +367,8 @@ fn to_row(i: &Incident) -> IncidentRow {
         first_seen: i.first_seen.as_microsecond(),
         last_seen: i.last_seen.as_microsecond(),
         count: i.count,
-        checks: i.checks.iter().cloned().collect(),
-        accounts: i.accounts.iter().cloned().collect(),
+        checks: i.checks.to_vec(),
+        accounts: i.accounts.to_vec(),
         contained: i.contained,
     }
 }
@@ -455,8 +469,9 @@ impl Incidents {
         n
     }
 
-    /// Takes every waiting record (and the deferred ones when any is waiting, or when
-    /// `flush`), snapshotting their state under the lock. `None` when nothing is due.
+    /// Takes up to [`MAX_BATCH`] waiting records (and deferred ones in the room left when
+    /// any is waiting, or when `flush`), snapshotting their state under the lock. `None`
+    /// when nothing is due.
     pub fn take_batch(&self, flush: bool) -> Option<Batch<'_>> {
         let p = self.persist.as_ref()?;
         let mut g = self.inner.lock();
@@ -464,7 +479,7 @@ impl Incidents {
         if !due {
             return None;
         }
-        let taken = g.pending.take(true);
+        let taken = g.pending.take(true, MAX_BATCH);
         let ops = taken
             .waiting
             .iter()
@@ -558,8 +573,9 @@ impl Incidents {
     fn writer_loop(&self) {
         let Some(p) = &self.persist else { return };
         let mut failures = 0u32;
+        let mut more = false;
         while !p.stop.load(Ordering::SeqCst) {
-            if failures == 0 {
+            if failures == 0 && !more {
                 let _ = p.wake_rx.recv_timeout(Duration::from_secs(1));
             } else {
                 // Wakes do not shorten the pause after a failure.
@@ -579,6 +595,9 @@ impl Incidents {
                 WriteOutcome::Failed => failures = failures.saturating_add(1),
                 _ => failures = 0,
             }
+            // A round that left records waiting (more than one batch was due) is
+            // followed by the next at once.
+            more = failures == 0 && self.inner.lock().pending.waiting_len() > 0;
         }
     }
 
@@ -591,12 +610,21 @@ impl Incidents {
         if let Some(t) = p.thread.lock().take() {
             let _ = t.join();
         }
-        match self.write_pending(true) {
-            WriteOutcome::Failed => {
-                log::error!("incidents: final snapshot flush failed; the last changes are lost")
+        let mut flushed = 0;
+        loop {
+            match self.write_pending(true) {
+                WriteOutcome::Failed => {
+                    log::error!(
+                        "incidents: final snapshot flush failed; the last changes are lost"
+                    );
+                    break;
+                }
+                WriteOutcome::Written(n) => flushed += n,
+                WriteOutcome::Idle => break,
             }
-            WriteOutcome::Written(n) => log::debug!("incidents: flushed {n} snapshot record(s)"),
-            WriteOutcome::Idle => {}
+        }
+        if flushed > 0 {
+            log::debug!("incidents: flushed {flushed} snapshot record(s)");
         }
     }
 }

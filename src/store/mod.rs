@@ -185,8 +185,10 @@ impl Store {
         )?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
-        // Statement journals (one per statement that may abort halfway) stay in memory.
-        conn.pragma_update(None, "temp_store", "MEMORY")?;
+        // Statement and savepoint journals keep their first 64 KiB in memory and spill the
+        // rest to an unlinked temporary file (SQLite's default temp_store). With MEMORY, a
+        // savepoint around a job that upserts a few thousand active findings held a copy of
+        // every page it touched on the heap (3.5 MB in a 1,000,000-line drain).
         schema::migrate(&mut conn)?;
         // The search index merges 8 segments of a level at once instead of FTS5's 4: each
         // row is rewritten by fewer merges (about a fifth less indexing CPU at the same
@@ -589,50 +591,62 @@ type JobResult = (
 
 fn run_batch(conn: &Connection, batch: &mut Vec<Job>) -> Vec<JobResult> {
     let mut results: Vec<JobResult> = Vec::with_capacity(batch.len());
-    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
-        log::error!("store: cannot begin transaction: {e}");
-        let msg = e.to_string();
-        for job in batch.drain(..) {
-            results.push((Err(StoreError::Sql(sql_err(&msg))), job.reply));
-        }
-        return results;
-    }
-    if batch.len() == 1 {
-        // A lone job needs no savepoint: when it fails, rolling the transaction back undoes
-        // exactly that job. (A savepoint copies every page the job first touches into the
-        // statement journal; most commits of a steady stream carry a single job.)
-        if let Some(job) = batch.pop() {
-            let r = (job.work)(conn);
-            if let Err(e) = r {
-                let _ = conn.execute_batch("ROLLBACK");
-                log::warn!("store: write failed: {e}");
-                results.push((Err(StoreError::Sql(e)), job.reply));
-                return results;
+    let mut jobs = batch.drain(..);
+    // One transaction per turn; a failed first job ends its transaction early and the rest
+    // go on in the next.
+    while jobs.len() > 0 {
+        if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+            log::error!("store: cannot begin transaction: {e}");
+            let msg = e.to_string();
+            for job in jobs.by_ref() {
+                results.push((Err(StoreError::Sql(sql_err(&msg))), job.reply));
             }
-            results.push((r.map_err(StoreError::Sql), job.reply));
+            return results;
         }
-    }
-    for job in batch.drain(..) {
-        let _ = conn.execute_batch("SAVEPOINT job");
-        let r = (job.work)(conn);
-        match r {
-            Ok(out) => {
-                let _ = conn.execute_batch("RELEASE job");
-                results.push((Ok(out), job.reply));
+        let tx_start = results.len();
+        let mut first_failed = false;
+        for job in jobs.by_ref() {
+            if results.len() == tx_start {
+                // The first job of a transaction runs without a savepoint: when it fails,
+                // rolling the transaction back undoes exactly that job. A savepoint copies
+                // every page the job touches into the statement journal (the pages of a
+                // few thousand active findings for a large batch), so only the jobs after
+                // the first pay for one.
+                match (job.work)(conn) {
+                    Ok(out) => results.push((Ok(out), job.reply)),
+                    Err(e) => {
+                        let _ = conn.execute_batch("ROLLBACK");
+                        log::warn!("store: write failed: {e}");
+                        results.push((Err(StoreError::Sql(e)), job.reply));
+                        first_failed = true;
+                        break;
+                    }
+                }
+                continue;
             }
-            Err(e) => {
-                let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
-                log::warn!("store: write failed: {e}");
-                results.push((Err(StoreError::Sql(e)), job.reply));
+            let _ = conn.execute_batch("SAVEPOINT job");
+            match (job.work)(conn) {
+                Ok(out) => {
+                    let _ = conn.execute_batch("RELEASE job");
+                    results.push((Ok(out), job.reply));
+                }
+                Err(e) => {
+                    let _ = conn.execute_batch("ROLLBACK TO job; RELEASE job");
+                    log::warn!("store: write failed: {e}");
+                    results.push((Err(StoreError::Sql(e)), job.reply));
+                }
             }
         }
-    }
-    if let Err(e) = conn.execute_batch("COMMIT") {
-        log::error!("store: commit failed: {e}");
-        let _ = conn.execute_batch("ROLLBACK");
-        let msg = e.to_string();
-        for r in results.iter_mut() {
-            r.0 = Err(StoreError::Sql(sql_err(&msg)));
+        if first_failed {
+            continue;
+        }
+        if let Err(e) = conn.execute_batch("COMMIT") {
+            log::error!("store: commit failed: {e}");
+            let _ = conn.execute_batch("ROLLBACK");
+            let msg = e.to_string();
+            for r in results.iter_mut().skip(tx_start) {
+                r.0 = Err(StoreError::Sql(sql_err(&msg)));
+            }
         }
     }
     results
@@ -721,6 +735,33 @@ mod tests {
             .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
             .unwrap();
         assert_eq!(n, 3);
+        // The first job of a transaction runs without a savepoint: when it fails after a
+        // write, its transaction is rolled back and the jobs after it commit in the next.
+        let mut batch: Vec<Job> = Vec::new();
+        for sql in [
+            "INSERT INTO t VALUES (5); INSERT INTO nope VALUES (1)",
+            "INSERT INTO t VALUES (6)",
+            "INSERT INTO nope VALUES (2)",
+            "INSERT INTO t VALUES (7)",
+        ] {
+            batch.push(Job {
+                work: Box::new(move |c| c.execute_batch(sql).map(|()| Box::new(()) as Output)),
+                reply: None,
+            });
+        }
+        let results = run_batch(&conn, &mut batch);
+        assert_eq!(
+            results.iter().map(|(r, _)| r.is_ok()).collect::<Vec<_>>(),
+            vec![false, true, false, true]
+        );
+        let xs: Vec<i64> = conn
+            .prepare("SELECT x FROM t ORDER BY x")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(xs, vec![2, 3, 4, 6, 7]);
         drop(conn);
         s.close();
         std::fs::remove_dir_all(dir).unwrap();

@@ -191,10 +191,20 @@ fn an_eviction_removes_the_stored_snapshot_with_the_next_batch() {
         let ip = format!("10.1.{}.{}", n / 256, n % 256);
         f.inc.observe(&f.finding(&ip, "x"));
     }
-    assert_eq!(
-        f.inc.write_pending(false),
-        WriteOutcome::Written(MAX_INCIDENTS)
-    );
+    // Written in rounds of at most MAX_BATCH records.
+    let mut rounds = Vec::new();
+    loop {
+        match f.inc.write_pending(false) {
+            WriteOutcome::Written(n) => rounds.push(n),
+            other => {
+                assert_eq!(other, WriteOutcome::Idle);
+                break;
+            }
+        }
+    }
+    assert_eq!(rounds.iter().sum::<usize>(), MAX_INCIDENTS);
+    assert!(rounds.iter().all(|n| *n <= MAX_BATCH), "{rounds:?}");
+    assert_eq!(rounds.len(), MAX_INCIDENTS.div_ceil(MAX_BATCH));
     f.inc.observe(&f.finding("10.2.0.1", "x"));
     assert_eq!(
         f.row(ROW_DEFERRED).waiting,
