@@ -72,8 +72,11 @@ pub const GROUP_FINDINGS: usize = 16;
 pub const SUBMIT_WAIT: Duration = Duration::from_secs(2);
 /// Findings of this follower submitted and not yet dispatched, at most (estimated from the
 /// engine's counters): a burst is read no faster than the engine commits it, so the
-/// backlog stays in the file (bytes) rather than in memory (findings).
-pub const MAX_IN_FLIGHT: u64 = 512;
+/// backlog stays in the file (bytes) rather than in memory (findings). Room for a few
+/// commits' worth: the start of a burst from new addresses makes findings faster than the
+/// store commits them, and with 512 the reader waited there instead of reading on into the
+/// quieter lines behind them (about 1 MB of findings at most).
+pub const MAX_IN_FLIGHT: u64 = 2_048;
 /// A file found after the start ([`Follower::add_file`]) up to this size is read from its
 /// start; a larger one from its end.
 pub const NEW_FILE_FROM_START: u64 = 1024 * 1024;
