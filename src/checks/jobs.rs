@@ -232,10 +232,7 @@ impl ScanJobs {
             }
         }
         self.engine.submit_wait(
-            Ingest::CheckCompleted {
-                check: check.to_string(),
-                messages,
-            },
+            Ingest::check_completed(check.to_string(), messages),
             Duration::from_secs(5),
         );
     }

@@ -130,7 +130,7 @@ pub const ATTACK_EVIDENCE: &[Evidence] = &[
         kind: AttackKind::BruteForce,
         attacker: true,
     },
-    // Access-log reconnaissance and crawler identity (issue 15, decision 215).
+    // Access-log reconnaissance and crawler identity (issue 15, decision 225).
     Evidence {
         check: "wp_user_enumeration",
         kind: AttackKind::BruteForce,

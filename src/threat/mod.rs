@@ -67,7 +67,7 @@ pub const RECORDS_ROW: &str = "attackdb.records";
 /// Events and records written per store transaction at most. Small enough that the rows
 /// of one transaction (and its statement journal) stay small during a burst from thousands
 /// of addresses; a tick writes up to [`FLUSH_TURN`] of them.
-const PERSIST_BATCH: usize = 2_048;
+const PERSIST_BATCH: usize = 1_024;
 /// Full batches written per tick of the persistence thread at most (then the stop flag
 /// and pruning get their turn).
 const FLUSH_TURN: usize = 50;

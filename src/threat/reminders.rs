@@ -114,10 +114,7 @@ impl Reminders {
         }
         if resolve {
             let messages: Vec<String> = current.into_iter().map(|(m, _)| m).collect();
-            (self.submit)(Ingest::CheckCompleted {
-                check: check.to_string(),
-                messages,
-            });
+            (self.submit)(Ingest::check_completed(check.to_string(), messages));
         }
         sent
     }
@@ -175,7 +172,7 @@ mod tests {
         // The condition ends: its finding is resolved.
         r2.set("reputation_quota_exhausted", vec![]);
         let last = seen2.lock().last().cloned().unwrap();
-        assert!(matches!(last, Ingest::CheckCompleted { messages, .. } if messages.is_empty()));
+        assert!(matches!(last, Ingest::CheckCompleted(done) if done.messages.is_empty()));
         store.close();
         let _ = std::fs::remove_dir_all(dir);
     }

@@ -46,7 +46,7 @@ pub const MAX_FDS: usize = 65_536;
 pub const MAX_LISTED: usize = 10;
 /// (account, destination) pairs remembered per hour (beyond: not reported again this hour).
 pub const MAX_PAIRS: usize = 10_000;
-/// The check the findings carry (decision 183: account mail abuse is `mail_per_account`).
+/// The check the findings carry (decision 193: account mail abuse is `mail_per_account`).
 pub const CHECK: &str = "mail_per_account";
 
 /// What the sampler reads.

@@ -601,11 +601,7 @@ impl<H: LineHandler> Follower<H> {
         let mut ok = true;
         if f.submitted_replay != Some((cp.inode, from)) {
             ok &= self.engine.submit_wait(
-                Ingest::Checkpoint {
-                    source: f.keys.replay.clone(),
-                    inode: cp.inode,
-                    offset: from,
-                },
+                Ingest::checkpoint(f.keys.replay.clone(), cp.inode, from),
                 SUBMIT_WAIT,
             );
             if ok {
@@ -614,20 +610,12 @@ impl<H: LineHandler> Follower<H> {
         }
         if let Some(h) = cp.fingerprint {
             ok &= self.engine.submit_wait(
-                Ingest::Checkpoint {
-                    source: f.keys.fingerprint.clone(),
-                    inode: h,
-                    offset: cp.offset,
-                },
+                Ingest::checkpoint(f.keys.fingerprint.clone(), h, cp.offset),
                 SUBMIT_WAIT,
             );
         }
         ok &= self.engine.submit_wait(
-            Ingest::Checkpoint {
-                source: f.keys.position.clone(),
-                inode: cp.inode,
-                offset: cp.offset,
-            },
+            Ingest::checkpoint(f.keys.position.clone(), cp.inode, cp.offset),
             SUBMIT_WAIT,
         );
         if ok {
