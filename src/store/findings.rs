@@ -21,7 +21,8 @@ const ROWS_PER_STATEMENT: usize = 32;
 /// several rows makes SQLite copy every page it touches into a statement journal first, to
 /// undo its own earlier rows. Here a failed statement fails its whole store job, which the
 /// writer undoes anyway (transaction or savepoint), so the copies are waste: 90 MB of
-/// journal writes in a 1,000,000-line drain.
+/// journal writes in a 1,000,000-line drain. Callers therefore run inside a transaction
+/// (every store job does); in autocommit mode the rows before a failing one would stay.
 fn multi_row_sql(head: &str, cols: usize, rows: usize, tail: &str) -> String {
     let row = format!("({})", vec!["?"; cols].join(","));
     format!(
