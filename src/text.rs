@@ -87,6 +87,28 @@ pub fn cut(s: &str, max_chars: usize) -> Cow<'_, str> {
     }
 }
 
+/// The longest prefix of `s` within `max_bytes` bytes that ends on a character boundary
+/// (for bounding what is kept of outside text by its size in memory).
+pub fn prefix_within(s: &str, max_bytes: usize) -> &str {
+    if s.len() <= max_bytes {
+        return s;
+    }
+    let mut end = max_bytes;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.get(..end).unwrap_or("")
+}
+
+/// Log text for a composed finding: [`prefix_within`] `max_bytes`, with each control
+/// character replaced by `?`.
+pub fn printable_prefix(s: &str, max_bytes: usize) -> String {
+    prefix_within(s, max_bytes)
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
 /// Outside text for a log line or a terminal: escaped, then cut to `max_chars`.
 pub fn for_log(s: &str, max_chars: usize) -> String {
     escape_controls(&cut(s, max_chars)).into_owned()
@@ -105,6 +127,17 @@ impl fmt::Display for Escaped<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefixes_end_on_a_character_boundary_within_the_size() {
+        assert_eq!(prefix_within("abc", 2), "ab");
+        assert_eq!(prefix_within("abc", 5), "abc");
+        assert_eq!(prefix_within("a\u{e9}b", 2), "a");
+        assert_eq!(prefix_within("\u{e9}", 0), "");
+        let long = "\u{e9}".repeat(200);
+        assert_eq!(prefix_within(&long, 255).len(), 254);
+        assert_eq!(printable_prefix("a\nb\u{1b}c", 4), "a?b?");
+    }
 
     #[test]
     fn ordinary_text_is_borrowed_unchanged() {

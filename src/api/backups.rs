@@ -7,6 +7,7 @@ use serde_json::json;
 use crate::http::{Request, Response};
 use crate::scan::quarantine::{open_stored, QuarantineRecord};
 use crate::store::data as sdata;
+use crate::text::prefix_within;
 
 use super::auth::Caller;
 use super::data::{required, store_failed, tri};
@@ -136,18 +137,6 @@ pub fn db_object_backups(app: &App, _req: &Request, _c: &Caller) -> Response {
         Ok(items) => Response::json(200, &json!({ "items": items, "total": items.len() })),
         Err(e) => store_failed(e),
     }
-}
-
-/// The longest prefix of `s` within `max` bytes that ends on a character boundary.
-fn prefix_within(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s.get(..end).unwrap_or("")
 }
 
 /// `GET /api/v1/db-object-backup-preview?key=`: the captured statement, first 64 KiB.

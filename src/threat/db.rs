@@ -30,6 +30,7 @@ use crate::findings::evidence::AttackKind;
 use crate::findings::Severity;
 use crate::queue::{Admitted, QueueHealth};
 use crate::store::threat::{EventRow, RecordRow};
+use crate::text::prefix_within;
 
 /// Events held for the store at most (a safety cap; the oldest are dropped and counted).
 pub const MAX_PENDING_EVENTS: usize = 500_000;
@@ -245,17 +246,6 @@ pub struct AttackDb {
 
 fn secs(us: i64) -> i64 {
     us.div_euclid(1_000_000)
-}
-
-fn cut(s: &str, max: usize) -> Box<str> {
-    if s.len() <= max {
-        return s.into();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].into()
 }
 
 impl Inner {
@@ -538,9 +528,9 @@ impl AttackDb {
             key,
             kind: ev.kind,
             severity: ev.severity,
-            check: cut(&ev.check, 64),
-            account: ev.accounts.first().map(|a| cut(a, 64)),
-            message: cut(&ev.message, MAX_MESSAGE),
+            check: prefix_within(&ev.check, 64).into(),
+            account: ev.accounts.first().map(|a| prefix_within(a, 64).into()),
+            message: prefix_within(&ev.message, MAX_MESSAGE).into(),
             stamp: self.events_row.stamp(),
         };
         g.events.push_back(pending);

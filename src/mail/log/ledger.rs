@@ -131,11 +131,7 @@ fn micros(t: Timestamp) -> i64 {
 
 /// `s` cut to [`MAX_FIELD`] bytes (at a character boundary), lower-cased.
 fn norm(s: &str) -> String {
-    let mut end = s.len().min(MAX_FIELD);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s.get(..end).unwrap_or("").to_ascii_lowercase()
+    crate::text::prefix_within(s, MAX_FIELD).to_ascii_lowercase()
 }
 
 /// For findings: escaped (log text is hostile).

@@ -87,11 +87,7 @@ pub struct Assembler {
 }
 
 fn kept(s: &str) -> String {
-    let mut end = s.len().min(MAX_KEPT_LINE);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s.get(..end).unwrap_or("").to_string()
+    crate::text::prefix_within(s, MAX_KEPT_LINE).to_string()
 }
 
 impl Assembler {

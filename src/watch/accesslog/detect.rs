@@ -39,6 +39,7 @@ use std::sync::Arc;
 use crate::clock::SharedClock;
 use crate::crawler::{BotCheck, BotOracle};
 use crate::findings::{Finding, Severity};
+use crate::text::{prefix_within, printable_prefix};
 use crate::watch::authlog::table::AddrTable;
 
 use super::classify::{Classifier, FxHasher, Request};
@@ -436,7 +437,7 @@ fn count_request(
     let mut scanner_reason = None;
     if r.probe_404 {
         if t.samples.len() < MAX_SAMPLES && !t.samples.iter().any(|s| **s == *l.path()) {
-            t.samples.push(cut(l.path(), MAX_SAMPLE).into());
+            t.samples.push(prefix_within(l.path(), MAX_SAMPLE).into());
         }
         let n = t.bump(Slot::Probe404);
         if n >= th.scanner_probe_404s {
@@ -530,24 +531,9 @@ fn vhost_note(l: &AccessLine<'_>) -> String {
     }
 }
 
-/// `s` cut to at most [`MAX_SAMPLE`] bytes on a character boundary.
-fn cut(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while end > 0 && !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s.get(..end).unwrap_or("")
-}
-
-/// Log text is hostile: cut, control characters replaced by `?`.
+/// Log text is hostile: at most [`MAX_SAMPLE`] bytes, control characters replaced by `?`.
 fn clean(s: &str) -> String {
-    cut(s, MAX_SAMPLE)
-        .chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
+    printable_prefix(s, MAX_SAMPLE)
 }
 
 #[cfg(test)]

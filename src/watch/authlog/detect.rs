@@ -34,8 +34,9 @@ use std::net::IpAddr;
 
 use crate::clock::SharedClock;
 use crate::findings::{Finding, Severity};
+use crate::text::{prefix_within, printable_prefix};
 
-use super::known::{cut, KnownLogins, Seen};
+use super::known::{KnownLogins, Seen};
 use super::names::NameList;
 use super::parse::{parse_line, AuthEvent, AuthKind, AuthService};
 use super::table::AddrTable;
@@ -159,12 +160,12 @@ impl Track {
 
     /// Returns false when the user could not be recorded (cap).
     fn note(&mut self, user: Option<&str>, service: &str) -> bool {
-        let service = cut(service, 32);
+        let service = prefix_within(service, 32);
         if self.services.len() < MAX_SERVICES_PER_ADDRESS && !self.services.contains(service) {
             self.services.push(service);
         }
         let Some(user) = user else { return true };
-        let user = cut(user, MAX_USER_IN_FINDING);
+        let user = prefix_within(user, MAX_USER_IN_FINDING);
         if self.users.contains(user) {
             return true;
         }
@@ -342,9 +343,9 @@ impl AuthDetector {
             .with_ip(ip)
             .with_details(format!(
                 "root logged in with {} from {ip} on host {} ({})",
-                clean(method, 32),
-                clean(ev.host, 64),
-                clean(ev.raw_service, 32)
+                printable_prefix(method, 32),
+                printable_prefix(ev.host, 64),
+                printable_prefix(ev.raw_service, 32)
             ));
             self.stats.findings += 1;
             emit(f);
@@ -355,7 +356,7 @@ impl AuthDetector {
             return;
         }
         if let Seen::New(before) = self.known.observe(user, ip) {
-            let u = clean(user, MAX_USER_IN_FINDING);
+            let u = printable_prefix(user, MAX_USER_IN_FINDING);
             let f = Finding::new(
                 CHECK_NEW_ADDRESS_LOGIN,
                 Severity::Warning,
@@ -366,7 +367,7 @@ impl AuthDetector {
             .with_details(format!(
                 "first successful {} login for {u} from {ip} (method {}; {before} other known address{})",
                 ev.service,
-                clean(method, 32),
+                printable_prefix(method, 32),
                 if before == 1 { "" } else { "es" }
             ));
             self.stats.findings += 1;
@@ -438,7 +439,7 @@ fn bruteforce_finding(
         if i > 0 {
             details.push_str(", ");
         }
-        details.push_str(&clean(u, MAX_USER_IN_FINDING));
+        details.push_str(&printable_prefix(u, MAX_USER_IN_FINDING));
     }
     if t.users_more > 0 {
         let _ = write!(details, " (+{} more)", t.users_more);
@@ -448,19 +449,11 @@ fn bruteforce_finding(
         if i > 0 {
             details.push_str(", ");
         }
-        details.push_str(&clean(s, 32));
+        details.push_str(&printable_prefix(s, 32));
     }
     Finding::new(check, Severity::High, message, now)
         .with_ip(ip)
         .with_details(details)
-}
-
-/// `s` cut to `max` bytes with control characters replaced by `?` (log text is hostile).
-fn clean(s: &str, max: usize) -> String {
-    cut(s, max)
-        .chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
 }
 
 #[cfg(test)]

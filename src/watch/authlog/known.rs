@@ -3,6 +3,8 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::IpAddr;
 
+use crate::text::prefix_within;
+
 /// Longest user name kept (bytes, cut at a character boundary).
 pub(crate) const MAX_USER_BYTES: usize = 128;
 
@@ -22,18 +24,6 @@ pub(crate) struct KnownLogins {
     order: VecDeque<(Box<str>, IpAddr)>,
     cap: usize,
     evicted: u64,
-}
-
-/// `s` cut to at most `max` bytes at a character boundary.
-pub(crate) fn cut(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while end > 0 && !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s.get(..end).unwrap_or("")
 }
 
 impl KnownLogins {
@@ -62,7 +52,7 @@ impl KnownLogins {
 
     /// Records a successful login and says whether the address was new for the user.
     pub(crate) fn observe(&mut self, user: &str, ip: IpAddr) -> Seen {
-        let user = cut(user, MAX_USER_BYTES);
+        let user = prefix_within(user, MAX_USER_BYTES);
         let seen = match self.users.get_mut(user) {
             Some(set) if set.contains(&ip) => return Seen::Known,
             Some(set) => {
@@ -137,8 +127,6 @@ mod tests {
     #[test]
     fn long_user_names_are_cut_at_char_boundary() {
         let long = "é".repeat(200);
-        assert!(cut(&long, MAX_USER_BYTES).len() <= MAX_USER_BYTES);
-        assert_eq!(cut("abc", 2), "ab");
         let mut k = KnownLogins::new(4);
         k.observe(&long, ip("192.0.2.1"));
         assert_eq!(k.observe(&long, ip("192.0.2.1")), Seen::Known);

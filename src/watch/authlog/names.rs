@@ -26,7 +26,7 @@ impl NameList {
 
     /// Called for every failure line: compares bytes, no UTF-8 check.
     pub(crate) fn contains(&self, name: &str) -> bool {
-        let name = super::known::cut(name, usize::from(u8::MAX)).as_bytes();
+        let name = crate::text::prefix_within(name, usize::from(u8::MAX)).as_bytes();
         self.packed_names().any(|n| n == name)
     }
 
@@ -43,7 +43,7 @@ impl NameList {
     /// Adds `name` (cut to 255 bytes) at the end; callers check [`NameList::contains`] and
     /// their own cap first. At most 255 names are kept.
     pub(crate) fn push(&mut self, name: &str) {
-        let name = super::known::cut(name, usize::from(u8::MAX));
+        let name = crate::text::prefix_within(name, usize::from(u8::MAX));
         let (Ok(n), Some(len)) = (u8::try_from(name.len()), self.len.checked_add(1)) else {
             return;
         };
