@@ -159,6 +159,31 @@ struct Followed {
     reported: PollTotals,
 }
 
+impl Followed {
+    /// `source` attached (a failure is logged; the polls retry), at the committed
+    /// `position` of `keys`.
+    fn attached(
+        name: &str,
+        keys: Keys,
+        mut source: FileSource,
+        position: Option<Checkpoint>,
+    ) -> Followed {
+        if let Err(e) = source.attach() {
+            log::warn!("{name} {}: {e}", crate::text::escape_path(source.path()));
+        }
+        Followed {
+            keys,
+            source,
+            submitted: position,
+            submitted_at: i64::MIN,
+            submitted_replay: None,
+            reads: VecDeque::new(),
+            last_error: None,
+            reported: PollTotals::default(),
+        }
+    }
+}
+
 /// Totals already published for one file.
 #[derive(Default, Clone, Copy)]
 struct PollTotals {
@@ -212,7 +237,7 @@ impl<H: LineHandler> Follower<H> {
         for path in paths {
             let keys = Keys::new(prefix, path);
             let (position, replay) = keys.load(store);
-            let mut source = match position {
+            let source = match position {
                 Some(cp) => {
                     if let Some(from) = replay {
                         let n = replay_range(path, &cp, from, &mut handler);
@@ -227,21 +252,9 @@ impl<H: LineHandler> Follower<H> {
                 }
                 None => FileSource::new(path),
             };
-            // Attach before the daemon reports itself started: lines written from now on
+            // Attached before the daemon reports itself started: lines written from now on
             // are read, whenever the thread first polls.
-            if let Err(e) = source.attach() {
-                log::warn!("{name} {}: {e}", crate::text::escape_path(path));
-            }
-            files.push(Followed {
-                keys,
-                source,
-                submitted: position,
-                submitted_at: i64::MIN,
-                submitted_replay: None,
-                reads: VecDeque::new(),
-                last_error: None,
-                reported: PollTotals::default(),
-            });
+            files.push(Followed::attached(name, keys, source, position));
         }
         let mut waker = Waker::new(paths)?;
         for (i, f) in files.iter().enumerate() {
@@ -289,7 +302,7 @@ impl<H: LineHandler> Follower<H> {
         }
         let keys = Keys::new(prefix, path);
         let (position, _) = keys.load(store);
-        let mut source = match position {
+        let source = match position {
             Some(cp) => FileSource::resume(path, cp),
             None => {
                 let small = std::fs::metadata(path).is_ok_and(|m| m.len() <= NEW_FILE_FROM_START);
@@ -300,22 +313,11 @@ impl<H: LineHandler> Follower<H> {
                 }
             }
         };
-        if let Err(e) = source.attach() {
-            log::warn!("{} {}: {e}", self.name, crate::text::escape_path(path));
-        }
+        let followed = Followed::attached(self.name, keys, source, position);
         self.waker.add(path);
         let i = self.files.len();
-        self.waker.arm(i, source.identity());
-        self.files.push(Followed {
-            keys,
-            source,
-            submitted: position,
-            submitted_at: i64::MIN,
-            submitted_replay: None,
-            reads: VecDeque::new(),
-            last_error: None,
-            reported: PollTotals::default(),
-        });
+        self.waker.arm(i, followed.source.identity());
+        self.files.push(followed);
     }
 
     /// The followed paths, in order.
