@@ -54,31 +54,10 @@ pub fn listing_order(a: &Finding, b: &Finding) -> std::cmp::Ordering {
         .then_with(|| a.message.cmp(&b.message))
 }
 
-/// The key of an entry: (check, message).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Key {
-    pub check: Box<str>,
-    pub message: Box<str>,
-}
-
-impl Key {
-    pub fn of(f: &Finding) -> Key {
-        Key {
-            check: f.check.as_str().into(),
-            message: f.message.as_str().into(),
-        }
-    }
-}
-
-/// A borrowed view of a key, so lookups by `(&str, &str)` allocate nothing.
+/// A borrowed view of an entry's key, (check, message), so lookups by `(&str, &str)`
+/// allocate nothing.
 trait KeyView {
     fn parts(&self) -> (&str, &str);
-}
-
-impl KeyView for Key {
-    fn parts(&self) -> (&str, &str) {
-        (&self.check, &self.message)
-    }
 }
 
 impl KeyView for (&str, &str) {
@@ -101,41 +80,49 @@ impl PartialEq for dyn KeyView + '_ {
 
 impl Eq for dyn KeyView + '_ {}
 
-/// A shared key; hashes and compares as its (check, message).
+/// An entry's finding as the key of its shard: it hashes and compares as its (check,
+/// message), so the set keeps no copy of the key text. A merge replaces the entry (remove,
+/// then insert the merged finding).
 #[derive(Clone, Debug)]
-struct KeyRef(Arc<Key>);
+struct Entry(Arc<Finding>);
 
-impl Hash for KeyRef {
+impl KeyView for Entry {
+    fn parts(&self) -> (&str, &str) {
+        (&self.0.check, &self.0.message)
+    }
+}
+
+impl Hash for Entry {
     fn hash<H: Hasher>(&self, h: &mut H) {
-        self.0.parts().hash(h);
+        self.parts().hash(h);
     }
 }
 
-impl PartialEq for KeyRef {
+impl PartialEq for Entry {
     fn eq(&self, other: &Self) -> bool {
-        self.0.parts() == other.0.parts()
+        self.parts() == other.parts()
     }
 }
 
-impl Eq for KeyRef {}
+impl Eq for Entry {}
 
-impl<'a> Borrow<dyn KeyView + 'a> for KeyRef {
+impl<'a> Borrow<dyn KeyView + 'a> for Entry {
     fn borrow(&self) -> &(dyn KeyView + 'a) {
-        &*self.0
+        self
     }
 }
 
-/// One entry.
-#[derive(Clone)]
+/// An entry's bookkeeping.
+#[derive(Clone, Copy)]
 struct Slot {
-    finding: Arc<Finding>,
-    /// Dispatch sequence of the latest merge: recency for eviction.
+    /// Dispatch sequence of the latest merge: recency for eviction, and the entry's
+    /// identity in the recency queues (unique among live entries).
     seq: u64,
     /// An event finding (see the module docs), as opposed to a condition finding.
     event: bool,
 }
 
-type Shard = HashMap<KeyRef, Slot>;
+type Shard = HashMap<Entry, Slot>;
 type Group = Vec<Arc<Shard>>;
 
 const GROUP_BITS: u32 = 6;
@@ -246,8 +233,8 @@ impl Snapshot {
         let view: &dyn KeyView = &(check, message);
         let i = shard_of(&self.hasher, view);
         self.groups[i >> SHARD_BITS][i & (PER_GROUP - 1)]
-            .get(view)
-            .map(|s| &s.finding)
+            .get_key_value(view)
+            .map(|(e, _)| &e.0)
     }
 
     /// Every entry, in no particular order.
@@ -260,8 +247,8 @@ impl Snapshot {
         self.groups
             .iter()
             .flat_map(|g| g.iter())
-            .flat_map(|s| s.values())
-            .map(|s| &s.finding)
+            .flat_map(|s| s.keys())
+            .map(|e| &e.0)
     }
 
     /// The entries `[offset, offset + limit)` in [`listing_order`], without sorting the
@@ -300,7 +287,8 @@ fn shard_of(hasher: &RandomState, key: &dyn KeyView) -> usize {
 /// What one change did to the set (for the store and the listeners).
 #[derive(Debug, Default)]
 pub struct Removed {
-    pub keys: Vec<Arc<Key>>,
+    /// The entries that left, as they were.
+    pub findings: Vec<Arc<Finding>>,
 }
 
 /// The mutable active set (owned by the dispatcher). See the module docs.
@@ -312,14 +300,18 @@ pub struct ActiveSet {
     merges: u64,
     counts: Arc<Counts>,
     next_seq: u64,
-    /// Recency queues (oldest first) of event and condition entries. Entries are not removed
-    /// when they merge again or leave: a queued (seq, key) whose entry has another seq, or
-    /// none, is stale and skipped. Rebuilt when more than half is stale.
-    recency: [VecDeque<(u64, Arc<Key>)>; 2],
+    /// Recency queues (oldest first) of event and condition entries, as (seq, shard index).
+    /// Entries are not removed when they merge again or leave: a queued seq that no entry of
+    /// its shard has (of that kind) is stale and skipped. Rebuilt when more than half is
+    /// stale.
+    recency: [VecDeque<(u64, u32)>; 2],
     /// Live entries per kind: [condition, event].
     kinds: [usize; 2],
-    /// Keys per check (for the resolution of a completed check without a walk).
-    by_check: HashMap<Box<str>, HashSet<KeyRef>>,
+    /// The messages of the condition entries of each check, so a completed check resolves
+    /// without a walk. Event entries are not indexed (they are the many, and a completed
+    /// check concerns scheduled checks); [`ActiveSet::resolve_check`] walks the set only
+    /// when the check also has event entries (its schedule changed since they arrived).
+    conditions: HashMap<Box<str>, HashSet<Box<str>>>,
 }
 
 impl Default for ActiveSet {
@@ -336,7 +328,7 @@ impl Default for ActiveSet {
             next_seq: 0,
             recency: [VecDeque::new(), VecDeque::new()],
             kinds: [0, 0],
-            by_check: HashMap::new(),
+            conditions: HashMap::new(),
         }
     }
 }
@@ -350,7 +342,8 @@ impl ActiveSet {
         let mut s = ActiveSet::default();
         findings.sort_by_key(|f| f.last_seen);
         for f in findings {
-            s.insert_new(Arc::new(f), true);
+            let seq = s.bump_seq();
+            s.insert_new(Arc::new(f), true, seq);
         }
         s.version = 1;
         s
@@ -359,25 +352,32 @@ impl ActiveSet {
     /// Marks each entry an event finding when `is_event(check)`, else a condition finding,
     /// and rebuilds the recency order (by `last_seen`, oldest first).
     pub fn classify(&mut self, is_event: impl Fn(&str) -> bool) {
-        let mut all: Vec<(Timestamp, u64, KeyRef, bool)> = Vec::with_capacity(self.len);
+        let mut all: Vec<(Timestamp, u64, Arc<Finding>)> = Vec::with_capacity(self.len);
         for g in &self.groups {
             for sh in g.iter() {
-                for (k, s) in sh.iter() {
-                    all.push((s.finding.last_seen, s.seq, k.clone(), is_event(&k.0.check)));
+                for (e, s) in sh.iter() {
+                    all.push((e.0.last_seen, s.seq, e.0.clone()));
                 }
             }
         }
-        all.sort_by_key(|(t, seq, _, _)| (*t, *seq));
+        all.sort_by_key(|(t, seq, _)| (*t, *seq));
         self.recency = [VecDeque::new(), VecDeque::new()];
         self.kinds = [0, 0];
-        for (_, _, k, event) in all {
+        self.conditions = HashMap::new();
+        for (_, _, f) in all {
+            let event = is_event(&f.check);
             let seq = self.bump_seq();
-            if let Some(slot) = self.slot_mut(&k) {
+            let view: &dyn KeyView = &(f.check.as_str(), f.message.as_str());
+            let i = self.shard_index(view);
+            if let Some(slot) = self.shard_mut_at(i).get_mut(view) {
                 slot.seq = seq;
                 slot.event = event;
             }
+            if !event {
+                self.index_condition(&f);
+            }
             self.kinds[usize::from(event)] += 1;
-            self.recency[usize::from(event)].push_back((seq, k.0));
+            self.recency[usize::from(event)].push_back((seq, i as u32));
         }
     }
 
@@ -390,44 +390,56 @@ impl ActiveSet {
         shard_of(&self.hasher, key)
     }
 
-    /// The shard of `key` for writing (copied first if a snapshot shares it).
-    fn shard_mut(&mut self, key: &dyn KeyView) -> &mut Shard {
-        let i = self.shard_index(key);
+    /// Shard `i` for writing (copied first if a snapshot shares it).
+    fn shard_mut_at(&mut self, i: usize) -> &mut Shard {
         let group = Arc::make_mut(&mut self.groups[i >> SHARD_BITS]);
         Arc::make_mut(&mut group[i & (PER_GROUP - 1)])
     }
 
-    fn shard(&self, key: &dyn KeyView) -> &Shard {
-        let i = self.shard_index(key);
+    fn shard_at(&self, i: usize) -> &Shard {
         &self.groups[i >> SHARD_BITS][i & (PER_GROUP - 1)]
     }
 
-    fn slot_mut(&mut self, key: &KeyRef) -> Option<&mut Slot> {
-        let view: &dyn KeyView = &*key.0;
-        self.shard_mut(view).get_mut(view)
+    fn shard(&self, key: &dyn KeyView) -> &Shard {
+        self.shard_at(self.shard_index(key))
     }
 
-    fn insert_new(&mut self, f: Arc<Finding>, event: bool) -> Arc<Key> {
-        let key = Arc::new(Key::of(&f));
-        let seq = self.bump_seq();
+    fn index_condition(&mut self, f: &Finding) {
+        match self.conditions.get_mut(f.check.as_str()) {
+            Some(messages) => {
+                messages.insert(f.message.as_str().into());
+            }
+            None => {
+                let messages = HashSet::from([f.message.as_str().into()]);
+                self.conditions.insert(f.check.as_str().into(), messages);
+            }
+        }
+    }
+
+    fn unindex_condition(&mut self, f: &Finding) {
+        if let Some(messages) = self.conditions.get_mut(f.check.as_str()) {
+            messages.remove(f.message.as_str());
+            if messages.is_empty() {
+                self.conditions.remove(f.check.as_str());
+            }
+        }
+    }
+
+    /// Adds an entry known to be absent, in shard `i` of its key.
+    fn insert_at(&mut self, i: usize, f: Arc<Finding>, event: bool, seq: u64) {
         Arc::make_mut(&mut self.counts).add(&f, 1);
-        self.by_check
-            .entry(key.check.clone())
-            .or_default()
-            .insert(KeyRef(key.clone()));
-        let view: &dyn KeyView = &*key;
-        self.shard_mut(view).insert(
-            KeyRef(key.clone()),
-            Slot {
-                finding: f,
-                seq,
-                event,
-            },
-        );
-        self.recency[usize::from(event)].push_back((seq, key.clone()));
+        if !event {
+            self.index_condition(&f);
+        }
+        self.shard_mut_at(i).insert(Entry(f), Slot { seq, event });
+        self.recency[usize::from(event)].push_back((seq, i as u32));
         self.kinds[usize::from(event)] += 1;
         self.len += 1;
-        key
+    }
+
+    fn insert_new(&mut self, f: Arc<Finding>, event: bool, seq: u64) {
+        let i = self.shard_index(&(f.check.as_str(), f.message.as_str()));
+        self.insert_at(i, f, event, seq);
     }
 
     /// Merges one dispatched finding (`event` says its kind when it is new); returns the
@@ -436,12 +448,9 @@ impl ActiveSet {
         self.version += 1;
         let seq = self.bump_seq();
         let view: &dyn KeyView = &(f.check.as_str(), f.message.as_str());
-        let found = self
-            .shard(view)
-            .get_key_value(view)
-            .map(|(k, s)| (k.0.clone(), s.finding.clone(), s.event));
-        let Some((key, old, kind)) = found else {
-            self.insert_new(f.clone(), event);
+        let i = self.shard_index(view);
+        let Some((Entry(old), slot)) = self.shard_mut_at(i).remove_entry(view) else {
+            self.insert_at(i, f.clone(), event, seq);
             return (f, true);
         };
         self.merges += 1;
@@ -453,99 +462,111 @@ impl ActiveSet {
             counts.add(&old, -1);
             counts.add(&merged, 1);
         }
-        let view: &dyn KeyView = &*key;
-        if let Some(slot) = self.shard_mut(view).get_mut(view) {
-            slot.finding = merged.clone();
-            slot.seq = seq;
-        }
-        self.recency[usize::from(kind)].push_back((seq, key));
+        let kind = slot.event;
+        self.shard_mut_at(i)
+            .insert(Entry(merged.clone()), Slot { seq, event: kind });
+        self.recency[usize::from(kind)].push_back((seq, i as u32));
         self.compact(kind);
         (merged, false)
     }
 
-    /// Removes one entry; returns its key when it was present.
-    fn remove_key(&mut self, check: &str, message: &str) -> Option<Arc<Key>> {
+    /// Removes one entry; returns it when it was present.
+    fn remove_key(&mut self, check: &str, message: &str) -> Option<Arc<Finding>> {
         let view: &dyn KeyView = &(check, message);
-        let shard = self.shard_mut(view);
-        let (k, slot) = shard.remove_entry(view)?;
+        let i = self.shard_index(view);
+        let shard = self.shard_mut_at(i);
+        let (Entry(f), slot) = shard.remove_entry(view)?;
         if shard.capacity() > 64 && shard.len() * 4 < shard.capacity() {
             shard.shrink_to_fit();
         }
-        Arc::make_mut(&mut self.counts).add(&slot.finding, -1);
-        if let Some(set) = self.by_check.get_mut(&k.0.check) {
-            set.remove(&k);
-            if set.is_empty() {
-                self.by_check.remove(&k.0.check);
-            }
+        Arc::make_mut(&mut self.counts).add(&f, -1);
+        if !slot.event {
+            self.unindex_condition(&f);
         }
         self.kinds[usize::from(slot.event)] -= 1;
         self.len -= 1;
         self.compact(slot.event);
-        Some(k.0)
+        Some(f)
     }
 
-    /// Removes the given keys; returns the keys that were present.
+    /// Removes the given keys; returns the entries that were present.
     pub fn remove<'a>(&mut self, keys: impl IntoIterator<Item = (&'a str, &'a str)>) -> Removed {
         let mut out = Removed::default();
         for (c, m) in keys {
-            if let Some(k) = self.remove_key(c, m) {
-                out.keys.push(k);
+            if let Some(f) = self.remove_key(c, m) {
+                out.findings.push(f);
             }
         }
-        if !out.keys.is_empty() {
+        if !out.findings.is_empty() {
             self.version += 1;
         }
         out
     }
 
-    /// Removes entries of `check` whose message is not in `keep`; returns the removed keys.
+    /// Removes entries of `check` whose message is not in `keep`; returns the removed
+    /// entries.
     pub fn resolve_check(&mut self, check: &str, keep: &[String]) -> Removed {
-        let gone: Vec<Arc<Key>> = match self.by_check.get(check) {
-            Some(keys) => keys
-                .iter()
-                .filter(|k| !keep.iter().any(|m| **m == *k.0.message))
-                .map(|k| k.0.clone())
-                .collect(),
-            None => Vec::new(),
+        let kept = |m: &str| keep.iter().any(|k| k == m);
+        let active = self
+            .counts
+            .by_check
+            .get(check)
+            .map_or(0, CheckCounts::total);
+        let indexed = self.conditions.get(check).map_or(0, HashSet::len);
+        let gone: Vec<Box<str>> = if active > indexed as u64 {
+            // Event entries of this check too: one walk.
+            self.iter()
+                .filter(|f| f.check == check && !kept(&f.message))
+                .map(|f| f.message.as_str().into())
+                .collect()
+        } else {
+            self.conditions
+                .get(check)
+                .into_iter()
+                .flatten()
+                .filter(|m| !kept(m))
+                .cloned()
+                .collect()
         };
-        self.remove(gone.iter().map(|k| (&*k.check, &*k.message)))
+        self.remove(gone.iter().map(|m| (check, &**m)))
     }
 
     /// Removes event findings whose `last_seen` is before `cutoff` (one walk of the set).
     pub fn expire(&mut self, cutoff: Timestamp) -> Removed {
-        let gone: Vec<Arc<Key>> = self
+        let gone: Vec<Arc<Finding>> = self
             .groups
             .iter()
             .flat_map(|g| g.iter())
             .flat_map(|s| s.iter())
-            .filter(|(_, s)| s.event && s.finding.last_seen < cutoff)
-            .map(|(k, _)| k.0.clone())
+            .filter(|(e, s)| s.event && e.0.last_seen < cutoff)
+            .map(|(e, _)| e.0.clone())
             .collect();
-        self.remove(gone.iter().map(|k| (&*k.check, &*k.message)))
+        self.remove(gone.iter().map(|f| (f.check.as_str(), f.message.as_str())))
     }
 
     /// While more than `max` entries are active, removes the least recently dispatched
     /// event finding, or the least recently dispatched condition finding when no event
-    /// finding is left. Returns the removed keys.
+    /// finding is left. Returns the removed entries.
     pub fn evict_over(&mut self, max: usize) -> Removed {
         let mut out = Removed::default();
         while self.len > max {
             let kind = usize::from(self.kinds[1] > 0);
-            let Some((seq, key)) = self.recency[kind].pop_front() else {
+            let Some((seq, i)) = self.recency[kind].pop_front() else {
                 break;
             };
-            let view: &dyn KeyView = &*key;
+            // A shard holds a handful of entries (the set is bounded, 4,096 shards).
             let live = self
-                .shard(view)
-                .get(view)
-                .is_some_and(|s| s.seq == seq && usize::from(s.event) == kind);
-            if live {
-                if let Some(k) = self.remove_key(&key.check, &key.message) {
-                    out.keys.push(k);
+                .shard_at(i as usize)
+                .iter()
+                .find(|(_, s)| s.seq == seq && usize::from(s.event) == kind)
+                .map(|(e, _)| e.0.clone());
+            if let Some(f) = live {
+                if let Some(gone) = self.remove_key(&f.check, &f.message) {
+                    out.findings.push(gone);
                 }
             }
         }
-        if !out.keys.is_empty() {
+        if !out.findings.is_empty() {
             self.version += 1;
         }
         out
@@ -557,14 +578,13 @@ impl ActiveSet {
         if self.recency[kind].len() <= 2 * self.kinds[kind] + 1024 {
             return;
         }
-        let mut live: Vec<(u64, Arc<Key>)> = self
-            .groups
-            .iter()
-            .flat_map(|g| g.iter())
-            .flat_map(|s| s.iter())
-            .filter(|(_, s)| s.event == event)
-            .map(|(k, s)| (s.seq, k.0.clone()))
-            .collect();
+        let mut live: Vec<(u64, u32)> = Vec::with_capacity(self.kinds[kind]);
+        for (gi, g) in self.groups.iter().enumerate() {
+            for (si, sh) in g.iter().enumerate() {
+                let i = ((gi << SHARD_BITS) | si) as u32;
+                live.extend(sh.values().filter(|s| s.event == event).map(|s| (s.seq, i)));
+            }
+        }
         live.sort_unstable_by_key(|(seq, _)| *seq);
         self.recency[kind] = live.into();
     }
@@ -583,7 +603,7 @@ impl ActiveSet {
 
     pub fn get(&self, check: &str, message: &str) -> Option<&Finding> {
         let view: &dyn KeyView = &(check, message);
-        self.shard(view).get(view).map(|s| &*s.finding)
+        self.shard(view).get_key_value(view).map(|(e, _)| &*e.0)
     }
 
     /// Whether the entry of (check, message) is an event finding.
@@ -622,8 +642,8 @@ impl ActiveSet {
         self.groups
             .iter()
             .flat_map(|g| g.iter())
-            .flat_map(|s| s.values())
-            .map(|s| &*s.finding)
+            .flat_map(|s| s.keys())
+            .map(|e| &*e.0)
     }
 }
 
@@ -641,7 +661,7 @@ mod tests {
     }
 
     fn keys(r: &Removed) -> Vec<String> {
-        let mut v: Vec<String> = r.keys.iter().map(|k| k.message.to_string()).collect();
+        let mut v: Vec<String> = r.findings.iter().map(|f| f.message.clone()).collect();
         v.sort();
         v
     }
@@ -675,6 +695,40 @@ mod tests {
         assert_eq!(keys(&gone), ["x"], "only event findings expire");
         assert_eq!(s.snapshot().sorted()[0].message, "keep");
         assert_eq!(s.counts().by_check.len(), 1);
+    }
+
+    #[test]
+    fn a_completed_check_resolves_its_event_entries_too() {
+        // Entries that arrived while the check was not scheduled are event entries (not
+        // indexed by check); its completion still resolves them.
+        let mut s = ActiveSet::default();
+        s.merge(f("c", "ev-keep", Severity::High, 10), true);
+        s.merge(f("c", "ev-gone", Severity::High, 10), true);
+        s.merge(f("c", "cond-gone", Severity::High, 10), false);
+        s.merge(f("other", "x", Severity::High, 10), true);
+        let gone = s.resolve_check("c", &["ev-keep".to_string()]);
+        assert_eq!(keys(&gone), ["cond-gone", "ev-gone"]);
+        assert_eq!(s.len(), 2);
+        assert!(s.conditions.is_empty());
+        assert_eq!(keys(&s.resolve_check("c", &[])), ["ev-keep"]);
+        assert_eq!(keys(&s.resolve_check("absent", &[])), Vec::<String>::new());
+    }
+
+    #[test]
+    fn an_entry_is_its_finding_and_a_merge_replaces_it() {
+        let mut s = ActiveSet::default();
+        let first = f("c", "m", Severity::High, 10);
+        s.merge(first.clone(), true);
+        assert!(Arc::ptr_eq(s.snapshot().get_arc("c", "m").unwrap(), &first));
+        let (merged, _) = s.merge(f("c", "m", Severity::High, 20), true);
+        let snap = s.snapshot();
+        assert!(Arc::ptr_eq(snap.get_arc("c", "m").unwrap(), &merged));
+        assert_eq!(
+            Arc::strong_count(&first),
+            1,
+            "the set keeps no older version"
+        );
+        assert_eq!(snap.iter().count(), 1);
     }
 
     #[test]

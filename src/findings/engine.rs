@@ -44,7 +44,7 @@ use std::time::Duration;
 use crossbeam_channel::{bounded, Sender};
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use super::active::{ActiveSet, Key, Removed, Snapshot};
+use super::active::{ActiveSet, Removed, Snapshot};
 use super::pending::{ParkedCheckpoint, PendingFile, MAX_PARKED};
 use super::suppress::{self as suppress, Matcher, Suppressions};
 use super::Finding;
@@ -255,7 +255,7 @@ struct State {
     last_evict_log: Option<i64>,
     /// Keys of expired findings whose removal from the store was refused (queue full):
     /// submitted again with the next expiry round (bounded by the active set's size).
-    expired_unwritten: Vec<Arc<Key>>,
+    expired_unwritten: Vec<Arc<Finding>>,
 }
 
 /// Committing one batch failed or succeeded; what to do with its findings on failure.
@@ -393,9 +393,9 @@ impl Engine {
             let scheduled = self.scheduled_checks.read().clone();
             st.active.classify(|c| !scheduled.contains(c));
             let over = st.active.evict_over(self.max_active());
-            if !over.keys.is_empty() {
-                let n = over.keys.len();
-                let keys = over.keys;
+            if !over.findings.is_empty() {
+                let n = over.findings.len();
+                let keys = over.findings;
                 if let Err(e) = self
                     .store
                     .write(move |c| store::findings::delete_active_keys(c, key_pairs(&keys)))
@@ -931,7 +931,7 @@ impl Engine {
         let removed = st
             .active
             .remove(keys.iter().map(|(a, b)| (a.as_str(), b.as_str())));
-        Ok(removed.keys.len())
+        Ok(removed.findings.len())
     }
 
     fn expire_quiet_events(&self) {
@@ -943,11 +943,11 @@ impl Engine {
             .unwrap_or(jiff::Timestamp::UNIX_EPOCH);
         let mut st = self.state.lock();
         let gone = st.active.expire(cutoff);
-        let expired_now = !gone.keys.is_empty();
+        let expired_now = !gone.findings.is_empty();
         // A retried key whose finding came back meanwhile has a live row again: keep it.
         let mut keys = std::mem::take(&mut st.expired_unwritten);
         keys.retain(|k| st.active.get(&k.check, &k.message).is_none());
-        keys.extend(gone.keys);
+        keys.extend(gone.findings);
         if !keys.is_empty() {
             // Detached: the dispatcher never waits for the store here. A failed delete is
             // logged and counted by the writer; a refused one is retried next round.
@@ -1012,7 +1012,7 @@ impl Engine {
                 }
                 Ingest::CheckCompleted(done) => {
                     let gone = st.active.resolve_check(&done.check, &done.messages);
-                    changes.extend(gone.keys.into_iter().map(Change::Delete));
+                    changes.extend(gone.findings.into_iter().map(Change::Delete));
                 }
                 Ingest::Checkpoint(pos) => {
                     let SourcePosition {
@@ -1035,8 +1035,8 @@ impl Engine {
         }
         drop(scheduled);
         let evicted: Removed = st.active.evict_over(max_active);
-        let n_evicted = evicted.keys.len() as u64;
-        changes.extend(evicted.keys.into_iter().map(Change::Delete));
+        let n_evicted = evicted.findings.len() as u64;
+        changes.extend(evicted.findings.into_iter().map(Change::Delete));
         self.count_evicted(st, n_evicted);
         let (upserts, deletes) = final_changes(changes);
         let history2 = history.clone();
@@ -1311,16 +1311,15 @@ fn matched_keys(
 /// A change of one active row within a batch.
 enum Change {
     Upsert(Arc<Finding>),
-    Delete(Arc<Key>),
+    Delete(Arc<Finding>),
 }
 
 /// The last change of each key, as (rows to write, keys to delete).
-fn final_changes(changes: Vec<Change>) -> (Vec<Arc<Finding>>, Vec<Arc<Key>>) {
+fn final_changes(changes: Vec<Change>) -> (Vec<Arc<Finding>>, Vec<Arc<Finding>>) {
     let mut last: HashMap<(&str, &str), usize> = HashMap::with_capacity(changes.len());
     for (i, c) in changes.iter().enumerate() {
         let k = match c {
-            Change::Upsert(f) => (f.check.as_str(), f.message.as_str()),
-            Change::Delete(k) => (&*k.check, &*k.message),
+            Change::Upsert(f) | Change::Delete(f) => (f.check.as_str(), f.message.as_str()),
         };
         last.insert(k, i);
     }
@@ -1342,8 +1341,11 @@ fn final_changes(changes: Vec<Change>) -> (Vec<Arc<Finding>>, Vec<Arc<Key>>) {
     (upserts, deletes)
 }
 
-fn key_pairs(keys: &[Arc<Key>]) -> impl Iterator<Item = (&str, &str)> {
-    keys.iter().map(|k| (&*k.check, &*k.message))
+/// The (check, message) keys of `findings`.
+fn key_pairs(findings: &[Arc<Finding>]) -> impl Iterator<Item = (&str, &str)> {
+    findings
+        .iter()
+        .map(|f| (f.check.as_str(), f.message.as_str()))
 }
 
 #[cfg(test)]

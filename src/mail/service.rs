@@ -12,7 +12,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -97,7 +97,11 @@ struct Shared {
     quarantine: RwLock<Arc<MailQuarantine>>,
     released: Mutex<HashSet<String>>,
     seen: Mutex<HashSet<String>>,
-    signatures: Arc<SignatureSet>,
+    /// Built when the watcher first starts: a host that scans no mail keeps no compiled
+    /// rules for it.
+    signatures: OnceLock<Arc<SignatureSet>>,
+    /// The number of shipped rules (status shows it before the set is built).
+    shipped_rules: usize,
     log: LogLimiter,
     pending_recovery: AtomicBool,
 }
@@ -133,8 +137,8 @@ impl MailAv {
         engine: Arc<Engine>,
         registry: Arc<Registry>,
     ) -> Result<Arc<MailAv>, String> {
-        let signatures =
-            Arc::new(SignatureSet::shipped().map_err(|e| format!("shipped signatures: {e}"))?);
+        let shipped_rules =
+            SignatureSet::shipped_rule_count().map_err(|e| format!("shipped signatures: {e}"))?;
         let q = Arc::new(MailQuarantine::new(
             quarantine_dir(cfg, state_path),
             store.clone(),
@@ -156,7 +160,8 @@ impl MailAv {
             quarantine: RwLock::new(q.clone()),
             released: Mutex::new(q.released_queue_ids().into_iter().collect()),
             seen: Mutex::new(HashSet::new()),
-            signatures,
+            signatures: OnceLock::new(),
+            shipped_rules,
             pending_recovery: AtomicBool::new(false),
         });
         shared.pending_recovery.store(left > 0, Ordering::SeqCst);
@@ -227,12 +232,21 @@ impl MailAv {
                 .register("email_av.scans", av_row.clone())
                 .map_err(|e| format!("email_av.scans: {e:?}"))?,
         ];
+        let signatures = match self.shared.signatures.get() {
+            Some(s) => s.clone(),
+            None => {
+                let s = Arc::new(
+                    SignatureSet::shipped().map_err(|e| format!("shipped signatures: {e}"))?,
+                );
+                self.shared.signatures.get_or_init(|| s).clone()
+            }
+        };
         let engines = Arc::new(Engines {
             clamd: cfg
                 .clamd_endpoint()
                 .map(|e| Clamd::new(e, Duration::from_secs(cfg.clamd_timeout_seconds))),
             clamd_health: self.shared.clamd_health.clone(),
-            signatures: self.shared.signatures.clone(),
+            signatures,
             row: av_row.clone(),
             clock: clock.clone(),
         });
@@ -420,7 +434,7 @@ impl MailAv {
                 },
                 "signatures": {
                     "status": "ok",
-                    "rules": self.shared.signatures.rules().len(),
+                    "rules": self.shared.signatures.get().map_or(self.shared.shipped_rules, |s| s.rules().len()),
                     "version": env!("CARGO_PKG_VERSION"),
                 },
             },

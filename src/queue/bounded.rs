@@ -1,13 +1,17 @@
-//! [`BoundedQueue`]: a `crossbeam_channel` bounded channel plus a [`QueueHealth`] row.
+//! [`BoundedQueue`]: a `crossbeam_channel` channel plus a [`QueueHealth`] row.
+//!
+//! The bound is kept by a count of taken slots, not by the channel: an admission reserves a
+//! slot first and a pop gives it back. The channel itself is unbounded, so its memory grows
+//! and shrinks with the items waiting (blocks of 31 slots) instead of holding `capacity`
+//! slots from the start: an idle daemon's queues of tens of thousands of slots cost nothing.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{
-    bounded, Receiver, RecvTimeoutError, SendTimeoutError, Sender, TrySendError,
-};
+use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
+use parking_lot::{Condvar, Mutex};
 
 use super::health::QueueHealth;
 use super::ring::AdmissionRing;
@@ -23,6 +27,13 @@ pub(super) struct Entry<T> {
 struct Inner<T> {
     tx: Sender<Entry<T>>,
     rx: Receiver<Entry<T>>,
+    /// Slots taken: items waiting plus admissions between their reservation and their send.
+    /// Never above `capacity`.
+    taken: AtomicUsize,
+    /// Producers waiting in [`BoundedQueue::push_timeout`] for a slot; a pop wakes one.
+    waiters: AtomicUsize,
+    room: Mutex<()>,
+    room_freed: Condvar,
     health: Arc<QueueHealth>,
     closed: AtomicBool,
     capacity: usize,
@@ -108,7 +119,7 @@ impl<T> BoundedQueue<T> {
             .ok()
             .filter(|c| *c <= Self::MAX_CAPACITY)
             .ok_or(QueueConfigError::CapacityTooLarge(cap64))?;
-        let (tx, rx) = bounded(capacity);
+        let (tx, rx) = unbounded();
         let health = Arc::new(QueueHealth::build(
             clock,
             config,
@@ -118,6 +129,10 @@ impl<T> BoundedQueue<T> {
             inner: Arc::new(Inner {
                 tx,
                 rx,
+                taken: AtomicUsize::new(0),
+                waiters: AtomicUsize::new(0),
+                room: Mutex::new(()),
+                room_freed: Condvar::new(),
                 health,
                 closed: AtomicBool::new(false),
                 capacity,
@@ -184,25 +199,89 @@ impl<T> BoundedQueue<T> {
                 RefuseReason::Closed,
             ));
         }
-        match self.inner.tx.send_timeout(
-            Entry {
-                item,
-                admitted: now,
-            },
-            timeout,
-        ) {
+        let e = Entry {
+            item,
+            admitted: now,
+        };
+        if !self.reserve_within(timeout) {
+            self.inner.health.on_full(self.inner.health.now_nanos());
+            return Err(self.refused(e, RefuseReason::Timeout));
+        }
+        match self.inner.tx.send(e) {
             Ok(()) => {
                 self.inner
                     .health
                     .on_admitted(now, self.inner.health.now_nanos());
                 Ok(())
             }
-            Err(SendTimeoutError::Timeout(e)) => {
-                self.inner.health.on_full(self.inner.health.now_nanos());
-                Err(self.refused(e, RefuseReason::Timeout))
+            Err(e) => {
+                self.release();
+                Err(self.refused(e.0, RefuseReason::Closed))
             }
-            Err(SendTimeoutError::Disconnected(e)) => Err(self.refused(e, RefuseReason::Closed)),
         }
+    }
+
+    /// Takes a slot if one is free.
+    #[inline]
+    fn reserve(&self) -> bool {
+        let cap = self.inner.capacity;
+        self.inner
+            .taken
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| {
+                (t < cap).then_some(t + 1)
+            })
+            .is_ok()
+    }
+
+    /// Takes a slot, waiting up to `timeout` for one to be freed.
+    fn reserve_within(&self, timeout: Duration) -> bool {
+        if self.reserve() {
+            return true;
+        }
+        if timeout.is_zero() {
+            return false;
+        }
+        let deadline = Instant::now().checked_add(timeout);
+        let inner = &self.inner;
+        // Registered before the check under the lock, so a pop that frees a slot after the
+        // check sees a waiter and notifies it (it takes the lock to do so).
+        inner.waiters.fetch_add(1, Ordering::SeqCst);
+        let mut room = inner.room.lock();
+        let got = loop {
+            if self.reserve() {
+                break true;
+            }
+            match deadline {
+                Some(d) => {
+                    if inner.room_freed.wait_until(&mut room, d).timed_out() {
+                        break self.reserve();
+                    }
+                }
+                None => inner.room_freed.wait(&mut room),
+            }
+        };
+        drop(room);
+        inner.waiters.fetch_sub(1, Ordering::SeqCst);
+        got
+    }
+
+    /// Gives back the slot of an item taken out of the channel.
+    #[inline]
+    fn release(&self) {
+        let inner = &self.inner;
+        inner.taken.fetch_sub(1, Ordering::SeqCst);
+        if inner.waiters.load(Ordering::SeqCst) > 0 {
+            let _room = inner.room.lock();
+            inner.room_freed.notify_one();
+        }
+    }
+
+    /// The next waiting entry, its slot given back.
+    #[inline]
+    fn take(&self) -> Option<Entry<T>> {
+        let e = self.inner.rx.try_recv().ok()?;
+        self.release();
+        Some(e)
     }
 
     /// Tries a refused item again with its original stamp. The earlier refusal counts no
@@ -236,7 +315,7 @@ impl<T> BoundedQueue<T> {
         ) {
             Ok(()) => Ok(None),
             Err(r) if r.reason == RefuseReason::Full => {
-                let evicted = self.inner.rx.try_recv().ok().map(|old| {
+                let evicted = self.take().map(|old| {
                     self.inner.health.on_removed(now, false);
                     self.inner.health.record_loss();
                     old.item
@@ -252,17 +331,20 @@ impl<T> BoundedQueue<T> {
         if self.is_closed() {
             return Err(self.refused(e, RefuseReason::Closed));
         }
+        if !self.reserve() {
+            self.inner.health.on_full(now);
+            return Err(self.refused(e, RefuseReason::Full));
+        }
         let admitted = e.admitted;
-        match self.inner.tx.try_send(e) {
+        match self.inner.tx.send(e) {
             Ok(()) => {
                 self.inner.health.on_admitted(admitted, now);
                 Ok(())
             }
-            Err(TrySendError::Full(e)) => {
-                self.inner.health.on_full(now);
-                Err(self.refused(e, RefuseReason::Full))
+            Err(e) => {
+                self.release();
+                Err(self.refused(e.0, RefuseReason::Closed))
             }
-            Err(TrySendError::Disconnected(e)) => Err(self.refused(e, RefuseReason::Closed)),
         }
     }
 
@@ -279,13 +361,16 @@ impl<T> BoundedQueue<T> {
     /// Takes the head item if any; it is running until the guard ends.
     #[inline]
     pub fn try_pop(&self) -> Option<WorkGuard<'_, T>> {
-        self.inner.rx.try_recv().ok().map(|e| self.guard(e))
+        self.take().map(|e| self.guard(e))
     }
 
     /// Takes the head item, waiting up to `timeout` (real time).
     pub fn pop_timeout(&self, timeout: Duration) -> Result<WorkGuard<'_, T>, PopError> {
         match self.inner.rx.recv_timeout(timeout) {
-            Ok(e) => Ok(self.guard(e)),
+            Ok(e) => {
+                self.release();
+                Ok(self.guard(e))
+            }
             Err(RecvTimeoutError::Timeout) if !self.is_closed() => Err(PopError::Timeout),
             Err(_) => Err(PopError::Closed),
         }
@@ -320,7 +405,7 @@ impl<T> BoundedQueue<T> {
     pub fn drain(&self) -> Vec<T> {
         let h = &self.inner.health;
         let mut out = Vec::with_capacity(self.len());
-        while let Ok(e) = self.inner.rx.try_recv() {
+        while let Some(e) = self.take() {
             h.on_removed(h.now_nanos(), false);
             out.push(e.item);
         }

@@ -543,6 +543,10 @@ fn exim_spool_is_scanned_quarantined_and_released_across_filesystems() {
     assert_eq!(st["spool_path"], exim.spool.display().to_string());
     assert_eq!(st["engines"]["clamd"]["status"], "ok", "{st:#}");
     assert!(
+        st["engines"]["signatures"]["rules"].as_u64() >= Some(20),
+        "{st:#}"
+    );
+    assert!(
         st["engines"]["clamd"]["health"]["version"]["engine"]
             .as_str()
             .unwrap_or("")

@@ -131,6 +131,44 @@ fn push_timeout_on_a_full_queue_is_one_loss() {
 }
 
 #[test]
+fn blocked_producers_take_the_slots_pops_free_and_never_exceed_the_capacity() {
+    let (_c, q) = queue(2);
+    let per = 2_000u32;
+    std::thread::scope(|s| {
+        let producers: Vec<_> = (0..3)
+            .map(|_| {
+                let q = q.clone();
+                s.spawn(move || {
+                    for i in 0..per {
+                        // Long enough never to time out here: every item gets in.
+                        q.push_timeout(i, Duration::from_secs(60)).unwrap();
+                    }
+                })
+            })
+            .collect();
+        let mut popped = 0u32;
+        while popped < 3 * per {
+            assert!(q.len() <= 2, "{}", q.len());
+            if let Ok(g) = q.pop_timeout(Duration::from_secs(60)) {
+                g.finish();
+                popped += 1;
+            }
+        }
+        for p in producers {
+            p.join().unwrap();
+        }
+    });
+    assert!(q.is_empty());
+    assert_eq!(q.health().dropped_total(), 0);
+    // A full queue still refuses at once without a wait, and after its timeout with one.
+    q.try_push(1).unwrap();
+    q.try_push(2).unwrap();
+    assert_eq!(q.try_push(3).unwrap_err().reason(), RefuseReason::Full);
+    let r = q.push_timeout(4, Duration::from_millis(20)).unwrap_err();
+    assert_eq!(r.reason(), RefuseReason::Timeout);
+}
+
+#[test]
 fn force_push_evicts_the_oldest_as_one_loss() {
     let (_c, q) = queue(2);
     assert_eq!(q.force_push(1).unwrap(), None);

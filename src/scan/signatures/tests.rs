@@ -184,3 +184,10 @@ fn empty_set_scans_nothing() {
         .is_empty());
     assert_eq!(s.stats().files_skipped_no_rules, 1);
 }
+
+#[test]
+fn the_shipped_rule_count_needs_no_compile_and_matches_the_set() {
+    let n = SignatureSet::shipped_rule_count().unwrap();
+    assert_eq!(n, SignatureSet::shipped().unwrap().rules().len());
+    assert!(n > 0);
+}
