@@ -9,6 +9,7 @@
 //! instance ([`Incidents::persistent`]) also keeps snapshots in the store through an ordered
 //! writer and restores them at start (see [`persist`]).
 
+mod names;
 pub mod persist;
 
 use std::collections::{BTreeMap, HashMap};
@@ -25,6 +26,7 @@ use crate::clock::SharedClock;
 use crate::findings::{Finding, Severity};
 use crate::queue::Registry;
 use crate::store::Store;
+use names::{Names, Set};
 
 pub use persist::{PersistError, WriteOutcome};
 
@@ -51,55 +53,46 @@ pub enum State {
 /// promptly.
 type StateFacts = (u64, Severity, usize, usize, bool);
 
+/// What an incident is keyed by. An address is kept as an address (no text, no allocation);
+/// the shown key text is derived when a view or a stored row is built.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum IncKey {
+    Ip(IpAddr),
+    Account(Box<str>),
+    Host(Box<str>),
+}
+
+impl IncKey {
+    fn kind(&self) -> KeyKind {
+        match self {
+            IncKey::Ip(_) => KeyKind::Ip,
+            IncKey::Account(_) => KeyKind::Account,
+            IncKey::Host(_) => KeyKind::Host,
+        }
+    }
+}
+
+/// The key text views and stored rows show.
+impl std::fmt::Display for IncKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IncKey::Ip(ip) => ip.fmt(f),
+            IncKey::Account(s) | IncKey::Host(s) => f.write_str(s),
+        }
+    }
+}
+
+/// One incident; its key is the key it is kept under.
 #[derive(Clone, Debug)]
 struct Incident {
     id: u64,
-    kind: KeyKind,
-    key: String,
     severity: Severity,
     first_seen: Timestamp,
     last_seen: Timestamp,
     count: u64,
-    checks: Names,
-    accounts: Names,
+    /// Its checks and accounts.
+    names: Names,
     contained: bool,
-}
-
-/// A small sorted set of names. An incident holds a handful of checks and accounts; a
-/// `BTreeSet` spends a whole node (hundreds of bytes) on the first one, and incidents are
-/// kept for up to [`MAX_INCIDENTS`] addresses at once.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Names(Vec<Box<str>>);
-
-impl Names {
-    fn insert(&mut self, name: &str) {
-        if let Err(at) = self.0.binary_search_by(|n| (**n).cmp(name)) {
-            self.0.insert(at, name.into());
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// The names in order.
-    fn iter(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(|n| &**n)
-    }
-
-    fn to_vec(&self) -> Vec<String> {
-        self.iter().map(str::to_string).collect()
-    }
-}
-
-impl FromIterator<String> for Names {
-    fn from_iter<I: IntoIterator<Item = String>>(names: I) -> Self {
-        let mut set = Names::default();
-        for n in names {
-            set.insert(&n);
-        }
-        set
-    }
 }
 
 impl Incident {
@@ -107,8 +100,8 @@ impl Incident {
         (
             self.id,
             self.severity,
-            self.checks.len(),
-            self.accounts.len(),
+            self.names.len(Set::Checks),
+            self.names.len(Set::Accounts),
             self.contained,
         )
     }
@@ -133,7 +126,7 @@ pub struct IncidentView {
 
 #[derive(Default)]
 struct Inner {
-    by_key: HashMap<(KeyKind, String), Incident>,
+    by_key: HashMap<IncKey, Incident>,
     next_id: u64,
     /// Findings without an account since start, per check.
     unattributed_cumulative: BTreeMap<String, u64>,
@@ -150,13 +143,13 @@ pub struct Incidents {
     persist: Option<persist::Persist>,
 }
 
-fn key_of(f: &Finding) -> (KeyKind, String) {
+fn key_of(f: &Finding) -> IncKey {
     if let Some(ip) = f.ip {
-        (KeyKind::Ip, ip.to_string())
+        IncKey::Ip(ip)
     } else if let Some(a) = &f.account {
-        (KeyKind::Account, a.clone())
+        IncKey::Account(a.as_str().into())
     } else {
-        (KeyKind::Host, f.check.clone())
+        IncKey::Host(f.check.as_str().into())
     }
 }
 
@@ -205,7 +198,7 @@ impl Incidents {
 
     /// The stored snapshot of `key` is out of date: promptly (`waiting`) when what the
     /// incident is changed, else as deferred bookkeeping (a repeat that only counts).
-    fn mark(&self, g: &mut Inner, key: &(KeyKind, String), changed: bool) {
+    fn mark(&self, g: &mut Inner, key: &IncKey, changed: bool) {
         if let Some(p) = &self.persist {
             if changed {
                 g.pending.mark_waiting(key, p.stamp());
@@ -233,9 +226,13 @@ impl Incidents {
         let contained = f.details.contains("quarantined as");
         let mut g = self.inner.lock();
         if f.account.is_none() {
-            *g.unattributed_cumulative
-                .entry(f.check.clone())
-                .or_insert(0) += 1;
+            // The check is known after its first finding: no copy of its name then.
+            match g.unattributed_cumulative.get_mut(&f.check) {
+                Some(n) => *n += 1,
+                None => {
+                    g.unattributed_cumulative.insert(f.check.clone(), 1);
+                }
+            }
         }
         let resolved = g
             .by_key
@@ -255,22 +252,19 @@ impl Incidents {
         let id = g.next_id;
         let inc = g.by_key.entry(key.clone()).or_insert_with(|| Incident {
             id,
-            kind: key.0,
-            key: key.1.clone(),
             severity: f.severity,
             first_seen: f.first_seen.min(now),
             last_seen: f.last_seen,
             count: 0,
-            checks: Names::default(),
-            accounts: Names::default(),
+            names: Names::default(),
             contained: false,
         });
         inc.severity = inc.severity.max(f.severity);
         inc.last_seen = inc.last_seen.max(f.last_seen).max(now);
         inc.count += 1;
-        inc.checks.insert(&f.check);
+        inc.names.insert(Set::Checks, &f.check);
         if let Some(a) = &f.account {
-            inc.accounts.insert(a);
+            inc.names.insert(Set::Accounts, a);
         }
         inc.contained |= contained;
         // A new incident or a change of what it is (severity, checks, accounts, contained)
@@ -306,7 +300,7 @@ impl Incidents {
 
     /// Marks the incident of an address contained (its source is blocked).
     pub fn contain_ip(&self, ip: IpAddr) {
-        let key = (KeyKind::Ip, ip.to_string());
+        let key = IncKey::Ip(ip);
         let mut g = self.inner.lock();
         let Some(i) = g.by_key.get_mut(&key) else {
             return;
@@ -322,18 +316,18 @@ impl Incidents {
         }
     }
 
-    fn view(&self, i: &Incident, now: Timestamp) -> IncidentView {
+    fn view(&self, key: &IncKey, i: &Incident, now: Timestamp) -> IncidentView {
         IncidentView {
             id: i.id,
-            kind: i.kind,
-            key: i.key.clone(),
+            kind: key.kind(),
+            key: key.to_string(),
             state: self.state_of(i, now),
             severity: i.severity,
             first_seen: i.first_seen,
             last_seen: i.last_seen,
             count: i.count,
-            checks: i.checks.to_vec(),
-            accounts: i.accounts.to_vec(),
+            checks: i.names.to_vec(Set::Checks),
+            accounts: i.names.to_vec(Set::Accounts),
         }
     }
 
@@ -341,7 +335,7 @@ impl Incidents {
     pub fn list(&self) -> Vec<IncidentView> {
         let now = self.clock.now();
         let g = self.inner.lock();
-        let mut v: Vec<IncidentView> = g.by_key.values().map(|i| self.view(i, now)).collect();
+        let mut v: Vec<IncidentView> = g.by_key.iter().map(|(k, i)| self.view(k, i, now)).collect();
         v.sort_by(|a, b| b.last_seen.cmp(&a.last_seen).then(a.id.cmp(&b.id)));
         v
     }
@@ -564,6 +558,33 @@ mod tests {
             Some(&1)
         );
         assert_eq!(inc.unattributed_cumulative().get("webshell"), None);
+    }
+
+    #[test]
+    fn an_address_incident_is_small() {
+        // An address key is the address itself; checks and accounts share one allocation.
+        assert!(std::mem::size_of::<IncKey>() <= 24);
+        assert!(std::mem::size_of::<(IncKey, Incident)>() <= 96);
+    }
+
+    /// Bytes per address incident, printed for the record:
+    /// `cargo test --lib incidents::tests::bytes_per_address -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn bytes_per_address() {
+        let entry = std::mem::size_of::<(IncKey, Incident)>();
+        let mut names = Names::default();
+        names.insert(Set::Checks, "ssh_bruteforce");
+        let one = names.heap_bytes();
+        names.insert(Set::Checks, "ssh_invalid_user");
+        println!(
+            "map entry {entry} B (key {} B, incident {} B); names {one} B with one check, \
+             {} B with two, in one allocation; pending key {} B, no allocation",
+            std::mem::size_of::<IncKey>(),
+            std::mem::size_of::<Incident>(),
+            names.heap_bytes(),
+            std::mem::size_of::<IncKey>(),
+        );
     }
 
     #[test]

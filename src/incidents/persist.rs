@@ -38,7 +38,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use jiff::Timestamp;
 
-use super::{Incident, Incidents, KeyKind, MAX_INCIDENTS};
+use super::names::{Names, Set};
+use super::{IncKey, Incident, Incidents, KeyKind, MAX_INCIDENTS};
 use crate::findings::Severity;
 use crate::queue::{
     Admitted, LagBasis, QueueHealth, Registry, RowConfig, RowHandle, RunningGuard, Uncertain,
@@ -54,8 +55,6 @@ pub const ROW_DEFERRED: &str = "incident.persist.deferred";
 pub const MAX_DEFERRED: usize = 10_000;
 /// Longest pause between attempts after failed commits.
 const MAX_PAUSE: Duration = Duration::from_secs(30);
-
-pub(super) type IncKey = (KeyKind, String);
 
 /// Why persistence could not start.
 #[derive(Debug)]
@@ -105,11 +104,13 @@ impl Ordered {
 
     /// Inserts `key`, or keeps one record with the older admission instant.
     fn insert(&mut self, key: &IncKey, stamp: Admitted) {
-        if let Some(&(old, seq)) = self.at.get(key) {
+        if let Some(at) = self.at.get_mut(key) {
+            let (old, seq) = *at;
             if stamp < old {
-                self.by_age.remove(&(old, seq));
-                self.by_age.insert((stamp, seq), key.clone());
-                self.at.insert(key.clone(), (stamp, seq));
+                *at = (stamp, seq);
+                if let Some(k) = self.by_age.remove(&(old, seq)) {
+                    self.by_age.insert((stamp, seq), k);
+                }
             }
             return;
         }
@@ -358,41 +359,45 @@ fn kind_of(s: &str) -> Option<KeyKind> {
     }
 }
 
-fn to_row(i: &Incident) -> IncidentRow {
+fn to_row(key: &IncKey, i: &Incident) -> IncidentRow {
     IncidentRow {
-        kind: kind_str(i.kind).to_string(),
-        key: i.key.clone(),
+        kind: kind_str(key.kind()).to_string(),
+        key: key.to_string(),
         id: i.id,
         severity: i.severity.level(),
         first_seen: i.first_seen.as_microsecond(),
         last_seen: i.last_seen.as_microsecond(),
         count: i.count,
-        checks: i.checks.to_vec(),
-        accounts: i.accounts.to_vec(),
+        checks: i.names.to_vec(Set::Checks),
+        accounts: i.names.to_vec(Set::Accounts),
         contained: i.contained,
     }
 }
 
-fn from_row(r: IncidentRow) -> Result<Incident, String> {
+fn from_row(r: IncidentRow) -> Result<(IncKey, Incident), String> {
     let what = format!("{} {:?}", r.kind, r.key);
     let kind = kind_of(&r.kind).ok_or_else(|| format!("{what}: unknown kind"))?;
-    if kind == KeyKind::Ip && r.key.parse::<std::net::IpAddr>().is_err() {
-        return Err(format!("{what}: not an address"));
-    }
+    let key = match kind {
+        KeyKind::Ip => IncKey::Ip(
+            r.key
+                .parse()
+                .map_err(|_| format!("{what}: not an address"))?,
+        ),
+        KeyKind::Account => IncKey::Account(r.key.as_str().into()),
+        KeyKind::Host => IncKey::Host(r.key.as_str().into()),
+    };
     let ts = |m: i64| Timestamp::from_microsecond(m).map_err(|e| format!("{what}: {e}"));
-    Ok(Incident {
+    let inc = Incident {
         id: r.id,
-        kind,
-        key: r.key.clone(),
         severity: Severity::from_level(r.severity)
             .ok_or_else(|| format!("{what}: bad severity"))?,
         first_seen: ts(r.first_seen)?,
         last_seen: ts(r.last_seen)?,
         count: r.count,
-        checks: r.checks.into_iter().collect(),
-        accounts: r.accounts.into_iter().collect(),
+        names: Names::from_lists(r.checks, r.accounts),
         contained: r.contained,
-    })
+    };
+    Ok((key, inc))
 }
 
 /// Pause after `failures` failed commits in a row: 1, 2, 4, ... 30 s.
@@ -415,13 +420,30 @@ impl Incidents {
                 return 0;
             }
         };
+        // Rows to remove: unreadable ones, and ones whose address is not written the way
+        // svc writes it (the incident is written again under its address's usual text).
         let mut bad = Vec::new();
         let mut list = Vec::new();
+        let mut rewrite = Vec::new();
         for r in rows {
             let parsed = match r {
                 Ok(row) => {
-                    let key = (row.kind.clone(), row.key.clone());
-                    from_row(row).map_err(|e| (e, key))
+                    let stored = (row.kind.clone(), row.key.clone());
+                    match from_row(row) {
+                        Ok((key, inc)) => {
+                            if matches!(key, IncKey::Ip(_)) && key.to_string() != stored.1 {
+                                log::info!(
+                                    "incidents: stored snapshot {} {:?} rewritten as {key}",
+                                    stored.0,
+                                    stored.1
+                                );
+                                bad.push(stored);
+                                rewrite.push(key.clone());
+                            }
+                            Ok((key, inc))
+                        }
+                        Err(e) => Err((e, stored)),
+                    }
                 }
                 Err(b) => Err((
                     format!("{} {:?}: {}", b.kind, b.key, b.error),
@@ -450,17 +472,23 @@ impl Incidents {
                 log::warn!("incidents: cannot remove unreadable snapshots: {e}");
             }
         }
-        list.sort_by(|a, b| b.last_seen.cmp(&a.last_seen).then(b.id.cmp(&a.id)));
+        list.sort_by(|(_, a), (_, b)| b.last_seen.cmp(&a.last_seen).then(b.id.cmp(&a.id)));
         let stamp = p.stamp();
         let mut g = self.inner.lock();
-        let max_id = list.iter().map(|i| i.id).max().unwrap_or(0);
+        let max_id = list.iter().map(|(_, i)| i.id).max().unwrap_or(0);
         g.next_id = g.next_id.max(stored_next).max(max_id);
         let mut n = 0;
-        for (i, inc) in list.into_iter().enumerate() {
-            let key = (inc.kind, inc.key.clone());
-            if i >= MAX_INCIDENTS {
+        for (key, inc) in list {
+            if g.by_key.contains_key(&key) {
+                // Two rows of one address (one in another text): the newest activity wins.
+                continue;
+            }
+            if n >= MAX_INCIDENTS {
                 g.pending.mark_deferred(&key, stamp, true);
                 continue;
+            }
+            if rewrite.contains(&key) {
+                g.pending.mark_waiting(&key, stamp);
             }
             g.by_key.insert(key, inc);
             n += 1;
@@ -485,10 +513,10 @@ impl Incidents {
             .iter()
             .chain(taken.deferred.iter())
             .map(|(k, _)| match g.by_key.get(k) {
-                Some(i) => SnapshotOp::Upsert(to_row(i)),
+                Some(i) => SnapshotOp::Upsert(to_row(k, i)),
                 None => SnapshotOp::Delete {
-                    kind: kind_str(k.0).to_string(),
-                    key: k.1.clone(),
+                    kind: kind_str(k.kind()).to_string(),
+                    key: k.to_string(),
                 },
             })
             .collect();

@@ -330,6 +330,58 @@ fn unreadable_rows_are_removed_not_fatal() {
 }
 
 #[test]
+fn an_address_stored_in_another_text_is_written_again_in_the_usual_one() {
+    let f = setup("canonical");
+    f.store
+        .write(|c| {
+            c.execute_batch(
+                "INSERT INTO incident_snapshots VALUES ('ip','2001:DB8::1',1,1,0,0,1,'[\"a\"]','[]',0);
+                 INSERT INTO incident_snapshots VALUES ('ip','2001:db8::2',2,1,0,5,1,'[\"older\"]','[]',0);
+                 INSERT INTO incident_snapshots VALUES ('ip','2001:DB8:0::2',3,1,0,9,1,'[\"newer\"]','[]',0);",
+            )
+        })
+        .unwrap();
+    let reg = Registry::new();
+    let again = Incidents::persistent(
+        f.clock.clone(),
+        Duration::from_secs(3600),
+        f.store.clone(),
+        &reg,
+    )
+    .unwrap();
+    let list = again.list();
+    let shown: Vec<_> = list
+        .iter()
+        .map(|i| (i.key.as_str(), i.id, i.checks.clone()))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("2001:db8::2", 3, vec!["newer".to_string()]),
+            ("2001:db8::1", 1, vec!["a".to_string()]),
+        ],
+        "one incident per address, the newest activity kept"
+    );
+    assert_eq!(again.write_pending(false), WriteOutcome::Written(2));
+    let stored: Vec<(String, String)> = f
+        .store
+        .read(|c| {
+            let mut st = c.prepare("SELECT key, checks FROM incident_snapshots ORDER BY key")?;
+            let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect()
+        })
+        .unwrap();
+    assert_eq!(
+        stored,
+        [
+            ("2001:db8::1".to_string(), r#"["a"]"#.to_string()),
+            ("2001:db8::2".to_string(), r#"["newer"]"#.to_string()),
+        ]
+    );
+    f.finish();
+}
+
+#[test]
 fn set_window_applies_to_every_incident_at_once() {
     let clock = ManualClock::at_epoch_2026();
     let inc = Incidents::new(clock.clone(), Duration::from_secs(3600));
