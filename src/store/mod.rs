@@ -24,12 +24,12 @@ pub mod waf;
 
 use std::any::Any;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
+use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 use rusqlite::{Connection, OpenFlags};
 use serde::Serialize;
@@ -99,6 +99,9 @@ struct Counters {
     refused: AtomicU64,
     commits: AtomicU64,
     waiting: AtomicU64,
+    /// Jobs in the channel (not yet taken by the writer): the bound of [`WRITER_QUEUE`].
+    /// The channel is unbounded so that its slots are allocated on use, not all at start.
+    queued: AtomicUsize,
     last_error_failed: AtomicBool,
     /// History rows not yet in the search index (updated by the writer).
     unindexed: AtomicU64,
@@ -228,7 +231,7 @@ impl Store {
             .name("store-checkpoint".into())
             .spawn(move || checkpoint_loop(ckpt_conn, ckpt_rx))
             .map_err(spawn_err)?;
-        let (tx, rx) = bounded::<Job>(WRITER_QUEUE);
+        let (tx, rx) = unbounded::<Job>();
         let inner = Arc::new(Inner {
             path: path.to_path_buf(),
             tx: Mutex::new(Some(tx)),
@@ -255,16 +258,25 @@ impl Store {
         let Some(tx) = guard.as_ref() else {
             return Err(StoreError::Closed);
         };
-        match tx.try_send(job) {
+        let c = &self.inner.counters;
+        let room = c
+            .queued
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| {
+                (q < WRITER_QUEUE).then_some(q + 1)
+            });
+        if room.is_err() {
+            c.refused.fetch_add(1, Ordering::Relaxed);
+            return Err(StoreError::Busy);
+        }
+        match tx.send(job) {
             Ok(()) => {
-                self.inner.counters.waiting.fetch_add(1, Ordering::Relaxed);
+                c.waiting.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
-            Err(TrySendError::Full(_)) => {
-                self.inner.counters.refused.fetch_add(1, Ordering::Relaxed);
-                Err(StoreError::Busy)
+            Err(_) => {
+                c.queued.fetch_sub(1, Ordering::Relaxed);
+                Err(StoreError::Closed)
             }
-            Err(TrySendError::Disconnected(_)) => Err(StoreError::Closed),
         }
     }
 
@@ -558,6 +570,12 @@ fn writer_loop(
             }
         }
         let n = batch.len() as u64;
+        if let Some(inner) = inner.upgrade() {
+            inner
+                .counters
+                .queued
+                .fetch_sub(batch.len(), Ordering::Relaxed);
+        }
         let started = std::time::Instant::now();
         let results = run_batch(&conn, &mut batch);
         load.add(started.elapsed());
@@ -688,6 +706,38 @@ mod tests {
         assert_eq!(s.health().writes_failed, 1);
         s.close();
         assert!(matches!(s.write(|_| Ok(())), Err(StoreError::Closed)));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_full_writer_queue_refuses_and_counts_then_takes_jobs_again() {
+        let (s, dir) = tmp_store("full");
+        // Hold the writer inside a job so that the queue fills behind it.
+        let (entered_tx, entered_rx) = bounded::<()>(1);
+        let (go_tx, go_rx) = bounded::<()>(1);
+        let held = s
+            .write_pending(move |_| {
+                let _ = entered_tx.send(());
+                let _ = go_rx.recv();
+                Ok(())
+            })
+            .unwrap();
+        entered_rx.recv().unwrap();
+        for _ in 0..WRITER_QUEUE {
+            s.write_detached(|_| Ok(())).unwrap();
+        }
+        assert!(matches!(
+            s.write_detached(|_| Ok(())),
+            Err(StoreError::Busy)
+        ));
+        assert_eq!(s.health().writes_refused, 1);
+        go_tx.send(()).unwrap();
+        held.wait().unwrap();
+        // Everything queued commits; the queue takes jobs again.
+        s.write(|_| Ok(())).unwrap();
+        assert_eq!(s.health().writes_ok, WRITER_QUEUE as u64 + 2);
+        assert_eq!(s.health().writer_waiting, 0);
+        s.close();
         std::fs::remove_dir_all(dir).unwrap();
     }
 
