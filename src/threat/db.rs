@@ -40,6 +40,13 @@ pub const ACCOUNTS_PER_RECORD: usize = 4;
 pub const MAX_ACCOUNT_NAMES: usize = 65_536;
 /// Longest message kept with an event.
 const MAX_MESSAGE: usize = 512;
+/// Longest check name and account kept with an event.
+const MAX_EVENT_NAME: usize = 64;
+/// Distinct check names shared among pending events at most (checks are a small fixed
+/// vocabulary; a name beyond it gets its own copy).
+const MAX_CHECK_NAMES: usize = 256;
+/// Pending events the queue keeps room for at least after a batch is taken.
+const MIN_PENDING_ROOM: usize = 1_024;
 
 /// An address as the index key (IPv4 as IPv4-mapped IPv6).
 pub type Key = [u8; 16];
@@ -193,13 +200,17 @@ pub struct Counters {
     pub accounts_not_interned: AtomicU64,
 }
 
+#[derive(Clone)]
 struct Pending {
     at: i64,
     key: Key,
     kind: AttackKind,
     severity: Severity,
-    check: Box<str>,
-    account: Option<Box<str>>,
+    /// Shared with every pending event of the same check (`Inner::checks`).
+    check: Arc<str>,
+    /// The interned name when it is one (cut to [`MAX_EVENT_NAME`] when written), else its
+    /// own copy, already cut.
+    account: Option<Arc<str>>,
     message: Box<str>,
     stamp: Admitted,
 }
@@ -210,8 +221,10 @@ struct Inner {
     free: Vec<u32>,
     head: u32,
     tail: u32,
-    names: Vec<Box<str>>,
-    name_ids: HashMap<Box<str>, u32>,
+    /// Interned account names; one allocation per name, shared by `name_ids` and events.
+    names: Vec<Arc<str>>,
+    name_ids: HashMap<Arc<str>, u32>,
+    checks: HashSet<Arc<str>>,
     events: VecDeque<Pending>,
     dirty: HashSet<Key>,
     /// Per hour since the epoch, events per kind (the last 24 hours of event time).
@@ -220,19 +233,113 @@ struct Inner {
     half_life_secs: f64,
 }
 
-/// A batch for the store.
-#[derive(Default)]
+/// A changed record as taken for the store.
+#[derive(Clone)]
+struct Changed {
+    key: Key,
+    rec: Record,
+    accounts: [Option<Arc<str>>; ACCOUNTS_PER_RECORD],
+}
+
+/// A batch for the store: the events and changed records as held in memory. Store rows
+/// are built one at a time while [`Batch::write`] runs, so a batch holds no second copy
+/// of its text.
+#[derive(Clone, Default)]
 pub struct Batch {
-    pub records: Vec<RecordRow>,
+    records: Vec<Changed>,
     pub deletes: Vec<String>,
-    pub events: Vec<EventRow>,
     keys: Vec<Key>,
     pending: Vec<Pending>,
 }
 
 impl Batch {
     pub fn is_empty(&self) -> bool {
-        self.records.is_empty() && self.deletes.is_empty() && self.events.is_empty()
+        self.records.is_empty() && self.deletes.is_empty() && self.pending.is_empty()
+    }
+
+    /// Events in the batch.
+    pub fn events_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Changed records in the batch (deletions not included).
+    pub fn records_len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Writes the batch: events (in order), then changed records, then deletions.
+    pub fn write(&self, c: &rusqlite::Connection) -> rusqlite::Result<()> {
+        use std::fmt::Write as _;
+        fn set(buf: &mut String, s: &str) {
+            buf.clear();
+            buf.push_str(s);
+        }
+        // One row reused for every event: writing allocates nothing per event.
+        let mut row = EventRow {
+            at: 0,
+            ip: String::new(),
+            kind: String::new(),
+            severity: 0,
+            check: String::new(),
+            account: None,
+            message: String::new(),
+        };
+        let mut spare = String::new();
+        for p in &self.pending {
+            row.at = p.at;
+            row.ip.clear();
+            let _ = write!(row.ip, "{}", ip_of(&p.key));
+            set(&mut row.kind, p.kind.name());
+            row.severity = i64::from(p.severity.level());
+            set(&mut row.check, &p.check);
+            let mut account = row
+                .account
+                .take()
+                .unwrap_or_else(|| std::mem::take(&mut spare));
+            match p.account.as_deref() {
+                Some(a) => {
+                    set(&mut account, prefix_within(a, MAX_EVENT_NAME));
+                    row.account = Some(account);
+                }
+                None => spare = account,
+            }
+            set(&mut row.message, &p.message);
+            crate::store::threat::insert_events(c, std::slice::from_ref(&row))?;
+        }
+        for r in &self.records {
+            crate::store::threat::upsert_records(c, std::slice::from_ref(&r.row()))?;
+        }
+        crate::store::threat::delete_records(c, &self.deletes)
+    }
+
+    /// The changed records as store rows.
+    #[cfg(test)]
+    fn record_rows(&self) -> Vec<RecordRow> {
+        self.records.iter().map(Changed::row).collect()
+    }
+}
+
+impl Changed {
+    fn row(&self) -> RecordRow {
+        let r = &self.rec;
+        RecordRow {
+            ip: ip_of(&self.key).to_string(),
+            first_seen: r.first_seen,
+            last_seen: r.last_seen,
+            counts: r.counts.map(i64::from),
+            accounts: self
+                .accounts
+                .iter()
+                .flatten()
+                .map(|a| a.to_string())
+                .collect(),
+            accounts_more: i64::from(r.accounts_more),
+            score: f64::from(r.score),
+            score_at: i64::from(r.score_at) * 1_000_000,
+            scoring: i64::from(r.scoring),
+            evidence: i64::from(r.evidence),
+            evidence_until: i64::from(r.evidence_until) * 1_000_000,
+        }
     }
 }
 
@@ -329,6 +436,13 @@ impl Inner {
                 i
             }
             None => {
+                if self.slots.len() == self.slots.capacity() {
+                    // Grow by an eighth rather than doubling (at most `max_records`): the
+                    // slots are most of the database's memory.
+                    let room = self.max_records.saturating_sub(self.slots.len()).max(1);
+                    let step = (self.slots.capacity() / 8).max(64).min(room);
+                    self.slots.reserve_exact(step);
+                }
                 self.slots.push(slot);
                 (self.slots.len() - 1) as u32
             }
@@ -346,10 +460,31 @@ impl Inner {
             return None;
         }
         let id = self.names.len() as u32;
-        let b: Box<str> = name.into();
-        self.names.push(b.clone());
-        self.name_ids.insert(b, id);
+        let a: Arc<str> = name.into();
+        self.names.push(a.clone());
+        self.name_ids.insert(a, id);
         Some(id)
+    }
+
+    /// `check` shared with the pending events of the same check.
+    fn check_name(&mut self, check: &str) -> Arc<str> {
+        if let Some(c) = self.checks.get(check) {
+            return c.clone();
+        }
+        let c: Arc<str> = check.into();
+        if self.checks.len() < MAX_CHECK_NAMES {
+            self.checks.insert(c.clone());
+        }
+        c
+    }
+
+    /// Gives back the pending queue's spare room after a burst (it keeps its largest size
+    /// otherwise): keeps twice what waits, at least [`MIN_PENDING_ROOM`].
+    fn shrink_events(&mut self) {
+        let keep = (self.events.len() * 2).max(MIN_PENDING_ROOM);
+        if self.events.capacity() > keep * 2 {
+            self.events.shrink_to(keep);
+        }
     }
 
     fn decayed(&self, r: &Record, now_secs: i64) -> f32 {
@@ -380,25 +515,21 @@ impl Inner {
         }
     }
 
-    fn row(&self, key: &Key, r: &Record) -> RecordRow {
-        let (code, until) = (r.evidence, r.evidence_until);
-        RecordRow {
-            ip: ip_of(key).to_string(),
-            first_seen: r.first_seen,
-            last_seen: r.last_seen,
-            counts: r.counts.map(i64::from),
-            accounts: r
-                .accounts
-                .iter()
-                .filter(|a| **a != NO_ACCOUNT)
-                .filter_map(|a| self.names.get(*a as usize).map(|s| s.to_string()))
-                .collect(),
-            accounts_more: i64::from(r.accounts_more),
-            score: f64::from(r.score),
-            score_at: i64::from(r.score_at) * 1_000_000,
-            scoring: i64::from(r.scoring),
-            evidence: i64::from(code),
-            evidence_until: i64::from(until) * 1_000_000,
+    /// A changed record for a batch; accounts in the record's order, unknown ids skipped.
+    fn changed(&self, key: &Key, r: &Record) -> Changed {
+        let mut accounts: [Option<Arc<str>>; ACCOUNTS_PER_RECORD] = Default::default();
+        let known = r
+            .accounts
+            .iter()
+            .filter(|a| **a != NO_ACCOUNT)
+            .filter_map(|a| self.names.get(*a as usize));
+        for (slot, name) in accounts.iter_mut().zip(known) {
+            *slot = Some(name.clone());
+        }
+        Changed {
+            key: *key,
+            rec: *r,
+            accounts,
         }
     }
 
@@ -436,6 +567,7 @@ impl AttackDb {
                 tail: NIL,
                 names: Vec::new(),
                 name_ids: HashMap::new(),
+                checks: HashSet::new(),
                 events: VecDeque::new(),
                 dirty: HashSet::new(),
                 hourly: [(i64::MIN, [0; 7]); 24],
@@ -476,12 +608,22 @@ impl AttackDb {
         let (i, evicted) = g.slot_for(key, ev.at);
         let mut ids: Vec<u32> = Vec::with_capacity(ev.accounts.len());
         let mut not_interned = 0u64;
-        for a in &ev.accounts {
-            match g.intern(a) {
+        let mut first_account = None;
+        for (n, a) in ev.accounts.iter().enumerate() {
+            let id = g.intern(a);
+            if n == 0 {
+                // The event keeps the interned name when there is one, else its own copy.
+                first_account = Some(match id.and_then(|id| g.names.get(id as usize)) {
+                    Some(name) => name.clone(),
+                    None => Arc::from(prefix_within(a, MAX_EVENT_NAME)),
+                });
+            }
+            match id {
                 Some(id) => ids.push(id),
                 None => not_interned += 1,
             }
         }
+        let check = g.check_name(prefix_within(&ev.check, MAX_EVENT_NAME));
         let half_life = g.half_life_secs;
         let r = &mut g.slots[i as usize].rec;
         let prior_scored: u64 = AttackKind::ALL
@@ -528,8 +670,8 @@ impl AttackDb {
             key,
             kind: ev.kind,
             severity: ev.severity,
-            check: prefix_within(&ev.check, 64).into(),
-            account: ev.accounts.first().map(|a| prefix_within(a, 64).into()),
+            check,
+            account: first_account,
             message: prefix_within(&ev.message, MAX_MESSAGE).into(),
             stamp: self.events_row.stamp(),
         };
@@ -791,34 +933,21 @@ impl AttackDb {
         let mut g = self.inner.lock();
         let mut b = Batch::default();
         let n = g.events.len().min(max);
-        for p in g.events.drain(..n) {
-            b.pending.push(p);
-        }
+        b.pending = g.events.drain(..n).collect();
+        g.shrink_events();
         let keys: Vec<Key> = g.dirty.iter().take(max).copied().collect();
+        b.records.reserve_exact(keys.len());
         for k in &keys {
             g.dirty.remove(k);
             match g.index.get(k) {
                 Some(&i) => {
                     let r = g.slots[i as usize].rec;
-                    b.records.push(g.row(k, &r));
+                    b.records.push(g.changed(k, &r));
                 }
                 None => b.deletes.push(ip_of(k).to_string()),
             }
         }
         b.keys = keys;
-        b.events = b
-            .pending
-            .iter()
-            .map(|p| EventRow {
-                at: p.at,
-                ip: ip_of(&p.key).to_string(),
-                kind: p.kind.name().into(),
-                severity: i64::from(p.severity.level()),
-                check: p.check.to_string(),
-                account: p.account.as_ref().map(|a| a.to_string()),
-                message: p.message.to_string(),
-            })
-            .collect();
         let oldest = g.events.front().map(|p| p.stamp);
         self.events_row.set_waiting(g.events.len() as u64);
         self.events_row.set_oldest_waiting(oldest);
@@ -875,8 +1004,9 @@ impl AttackDb {
         let slots = g.slots.capacity() * std::mem::size_of::<Slot>() + g.free.capacity() * 4;
         // hashbrown: one control byte per bucket (plus a group), buckets hold (key, value).
         let index = g.index.capacity() * 8 / 7 * (std::mem::size_of::<(Key, u32)>() + 1);
-        let names: usize = g.names.iter().map(|n| n.len() + 16).sum::<usize>()
-            + g.name_ids.capacity() * 8 / 7 * (std::mem::size_of::<(Box<str>, u32)>() + 1);
+        // A name: its entry in `names` and its shared allocation (two counts and the text).
+        let names: usize = g.names.iter().map(|n| n.len() + 32).sum::<usize>()
+            + g.name_ids.capacity() * 8 / 7 * (std::mem::size_of::<(Arc<str>, u32)>() + 1);
         slots + index + names
     }
 }
@@ -950,9 +1080,9 @@ mod tests {
         assert!(d.view("192.0.2.2".parse().unwrap(), T0).is_none());
         assert_eq!(d.counters.evicted_total.load(Ordering::Relaxed), 1);
         let b = d.take_batch(100);
-        assert_eq!(b.events.len(), 5);
+        assert_eq!(b.events_len(), 5);
         assert_eq!(b.deletes, vec!["192.0.2.2".to_string()]);
-        assert_eq!(b.records.len(), 3);
+        assert_eq!(b.records_len(), 3);
         assert_eq!(d.backlog(), (0, 0));
         d.requeue(b);
         assert_eq!(d.backlog(), (5, 4));
@@ -978,7 +1108,7 @@ mod tests {
         assert_eq!((v.score, v.events(), v.evidence), (0.0, 1, Evidence::None));
         d.restore(ip, Some(before), T0);
         assert_eq!(d.view(ip, T0).unwrap().evidence, Evidence::Permanent);
-        let rows = d.take_batch(10).records;
+        let rows = d.take_batch(10).record_rows();
         let d2 = db(10);
         d2.load(rows);
         assert_eq!(d2.view(ip, T0), d.view(ip, T0));
@@ -992,6 +1122,192 @@ mod tests {
         assert_eq!(
             d.view(ip, T0 + 61_000_000).unwrap().evidence,
             Evidence::None
+        );
+    }
+
+    #[test]
+    fn written_rows_keep_the_cut_text_of_each_event() {
+        let d = db(10);
+        let long_check = format!("{}\u{e9}", "c".repeat(63));
+        let long_account = format!("{}\u{e9}x", "a".repeat(63));
+        d.record(&ev(
+            "192.0.2.1",
+            AttackKind::BruteForce,
+            T0,
+            &["root", "admin"],
+        ));
+        let mut e = ev(
+            "2001:db8::1",
+            AttackKind::WafBlock,
+            T0 + 1,
+            &[&long_account],
+        );
+        e.check = long_check.clone();
+        e.message = "\u{e9}".repeat(300);
+        e.severity = Severity::Critical;
+        d.record(&e);
+        d.record(&ev("192.0.2.1", AttackKind::AuthSuccess, T0 + 2, &[]));
+        // Past the interned names, the first account is kept as the event's own copy.
+        let many: Vec<String> = (0..MAX_ACCOUNT_NAMES).map(|n| format!("u{n}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        d.record(&ev("192.0.2.3", AttackKind::BruteForce, T0 + 3, &many));
+        d.record(&ev(
+            "192.0.2.3",
+            AttackKind::BruteForce,
+            T0 + 4,
+            &[&long_account],
+        ));
+        let b = d.take_batch(100);
+        let dir = std::env::temp_dir().join(format!("svc-threat-db-rows-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = crate::store::Store::open(&dir.join("svc.db")).unwrap();
+        let records = b.record_rows();
+        let job = Arc::new(b);
+        let j = job.clone();
+        store.write(move |c| j.write(c)).unwrap();
+        let (events, stored) = store
+            .read(|c| {
+                let mut all = Vec::new();
+                for ip in ["2001:db8::1", "192.0.2.1", "192.0.2.3"] {
+                    all.extend(crate::store::threat::events_of(c, ip, 10)?.0);
+                }
+                Ok((all, crate::store::threat::load_records(c, 10)?))
+            })
+            .unwrap();
+        let row =
+            |at, ip: &str, kind: AttackKind, sev: i64, check: &str, account, message| EventRow {
+                at,
+                ip: ip.into(),
+                kind: kind.name().into(),
+                severity: sev,
+                check: check.into(),
+                account,
+                message,
+            };
+        let hi = i64::from(Severity::High.level());
+        let cut_account = Some("a".repeat(63));
+        assert_eq!(
+            events,
+            vec![
+                row(
+                    T0 + 1,
+                    "2001:db8::1",
+                    AttackKind::WafBlock,
+                    i64::from(Severity::Critical.level()),
+                    &"c".repeat(63),
+                    cut_account.clone(),
+                    "\u{e9}".repeat(256),
+                ),
+                row(
+                    T0 + 2,
+                    "192.0.2.1",
+                    AttackKind::AuthSuccess,
+                    hi,
+                    "ssh_bruteforce",
+                    None,
+                    "m".into()
+                ),
+                row(
+                    T0,
+                    "192.0.2.1",
+                    AttackKind::BruteForce,
+                    hi,
+                    "ssh_bruteforce",
+                    Some("root".into()),
+                    "m".into()
+                ),
+                row(
+                    T0 + 4,
+                    "192.0.2.3",
+                    AttackKind::BruteForce,
+                    hi,
+                    "ssh_bruteforce",
+                    cut_account,
+                    "m".into()
+                ),
+                row(
+                    T0 + 3,
+                    "192.0.2.3",
+                    AttackKind::BruteForce,
+                    hi,
+                    "ssh_bruteforce",
+                    Some("u0".into()),
+                    "m".into()
+                ),
+            ]
+        );
+        let mut records = records;
+        records.sort_by(|a, b| b.last_seen.cmp(&a.last_seen));
+        assert_eq!(stored, records);
+        assert_eq!(records[1].accounts, vec!["root", "admin"]);
+        assert_eq!(records[2].accounts, vec![long_account]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn pending_room_is_given_back_after_a_burst() {
+        let d = db(10);
+        for n in 0..5_000 {
+            d.record(&ev("192.0.2.1", AttackKind::WafBlock, T0 + n, &[]));
+        }
+        assert!(d.inner.lock().events.capacity() >= 5_000);
+        // Most still waiting: the room stays.
+        let b = d.take_batch(1_000);
+        assert!(d.inner.lock().events.capacity() >= 5_000);
+        d.requeue(b);
+        assert_eq!(d.backlog().0, 5_000);
+        while d.take_batch(1_024).events_len() > 0 {}
+        assert!(d.inner.lock().events.capacity() <= 2 * MIN_PENDING_ROOM);
+        // The check name is one allocation shared by every event.
+        assert_eq!(d.inner.lock().checks.len(), 1);
+    }
+
+    /// Bytes per address and per pending event (`cargo test --lib threat::db -- --ignored
+    /// --nocapture`).
+    #[test]
+    #[ignore]
+    fn memory_per_address() {
+        let d = db(1_000_000);
+        let n = 6_000u32;
+        for i in 0..n {
+            let ip = IpAddr::from(std::net::Ipv4Addr::from(0xC000_0000 + i));
+            for k in 0..2 {
+                let mut e = ev(
+                    "192.0.2.1",
+                    AttackKind::BruteForce,
+                    T0 + i64::from(k),
+                    &["root"],
+                );
+                e.ip = ip;
+                e.message = format!("Failed password for root from {ip} port 22 ssh2");
+                d.record(&e);
+            }
+        }
+        let g = d.inner.lock();
+        eprintln!(
+            "Slot {} B, Pending {} B, Changed {} B (RecordRow {} B, EventRow {} B)",
+            std::mem::size_of::<Slot>(),
+            std::mem::size_of::<Pending>(),
+            std::mem::size_of::<Changed>(),
+            std::mem::size_of::<RecordRow>(),
+            std::mem::size_of::<EventRow>(),
+        );
+        eprintln!(
+            "{n} addresses: slots capacity {} ({} B), index capacity {}, dirty capacity {}, \
+             pending {} in capacity {}",
+            g.slots.capacity(),
+            g.slots.capacity() * std::mem::size_of::<Slot>(),
+            g.index.capacity(),
+            g.dirty.capacity(),
+            g.events.len(),
+            g.events.capacity(),
+        );
+        drop(g);
+        eprintln!(
+            "heap_bytes {} ({} per address)",
+            d.heap_bytes(),
+            d.heap_bytes() / n as usize
         );
     }
 
