@@ -226,7 +226,10 @@ struct Inner {
     name_ids: HashMap<Arc<str>, u32>,
     checks: HashSet<Arc<str>>,
     events: VecDeque<Pending>,
-    dirty: HashSet<Key>,
+    /// Slots whose record changed since it was last taken for the store.
+    dirty: HashSet<u32>,
+    /// Evicted addresses whose deletion is not yet taken for the store (never in `index`).
+    deleted: HashSet<Key>,
     /// Per hour since the epoch, events per kind (the last 24 hours of event time).
     hourly: [(i64, [u32; 7]); 24],
     max_records: usize,
@@ -248,7 +251,8 @@ struct Changed {
 pub struct Batch {
     records: Vec<Changed>,
     pub deletes: Vec<String>,
-    keys: Vec<Key>,
+    /// The addresses of `deletes`.
+    deleted: Vec<Key>,
     pending: Vec<Pending>,
 }
 
@@ -399,7 +403,8 @@ impl Inner {
         let key = self.slots[t as usize].key;
         self.index.remove(&key);
         self.free.push(t);
-        self.dirty.insert(key);
+        self.dirty.remove(&t);
+        self.deleted.insert(key);
         Some(key)
     }
 
@@ -449,7 +454,24 @@ impl Inner {
         };
         self.index.insert(key, i);
         self.push_front(i);
+        // A deletion not yet saved becomes the save of the new record.
+        if self.deleted.remove(&key) {
+            self.dirty.insert(i);
+        }
         (i, evicted)
+    }
+
+    /// Addresses whose save or deletion waits (row `attackdb.records`).
+    fn unsaved(&self) -> usize {
+        self.dirty.len() + self.deleted.len()
+    }
+
+    /// Marks `key` changed: to save when it has a record, else to delete.
+    fn mark_unsaved(&mut self, key: Key) {
+        match self.index.get(&key) {
+            Some(&i) => self.dirty.insert(i),
+            None => self.deleted.insert(key),
+        };
     }
 
     fn intern(&mut self, name: &str) -> Option<u32> {
@@ -570,6 +592,7 @@ impl AttackDb {
                 checks: HashSet::new(),
                 events: VecDeque::new(),
                 dirty: HashSet::new(),
+                deleted: HashSet::new(),
                 hourly: [(i64::MIN, [0; 7]); 24],
                 max_records: max_records.max(1),
                 half_life_secs: (half_life_hours.max(1) * 3600) as f64,
@@ -595,7 +618,7 @@ impl AttackDb {
         self.counters
             .evicted_total
             .fetch_add(evicted, Ordering::Relaxed);
-        self.records_row.set_waiting(g.dirty.len() as u64);
+        self.records_row.set_waiting(g.unsaved() as u64);
     }
 
     /// Records one event: the address's record (created, evicting the least recently seen
@@ -663,7 +686,7 @@ impl AttackDb {
         }
         let after = score::decayed(r.score, (now_s - i64::from(r.score_at)) as f64, half_life);
         let evidence = Evidence::decode(r.evidence, r.evidence_until).at(now_s);
-        g.dirty.insert(key);
+        g.dirty.insert(i);
         g.hour_add(ev.at, ev.kind);
         let pending = Pending {
             at: ev.at,
@@ -681,7 +704,7 @@ impl AttackDb {
             g.events.pop_front();
             dropped += 1;
         }
-        let (n_events, n_dirty) = (g.events.len(), g.dirty.len());
+        let (n_events, n_dirty) = (g.events.len(), g.unsaved());
         let oldest = g.events.front().map(|p| p.stamp);
         drop(g);
         let c = &self.counters;
@@ -756,8 +779,8 @@ impl AttackDb {
             None => return false,
         };
         f(&mut g.slots[i as usize].rec);
-        g.dirty.insert(key);
-        self.records_row.set_waiting(g.dirty.len() as u64);
+        g.dirty.insert(i);
+        self.records_row.set_waiting(g.unsaved() as u64);
         true
     }
 
@@ -926,6 +949,7 @@ impl AttackDb {
         }
         // Loading is not a change to save.
         g.dirty.clear();
+        g.deleted.clear();
     }
 
     /// Takes up to `max` events and `max` changed records for the store.
@@ -935,23 +959,29 @@ impl AttackDb {
         let n = g.events.len().min(max);
         b.pending = g.events.drain(..n).collect();
         g.shrink_events();
-        let keys: Vec<Key> = g.dirty.iter().take(max).copied().collect();
-        b.records.reserve_exact(keys.len());
-        for k in &keys {
-            g.dirty.remove(k);
-            match g.index.get(k) {
-                Some(&i) => {
-                    let r = g.slots[i as usize].rec;
-                    b.records.push(g.changed(k, &r));
-                }
-                None => b.deletes.push(ip_of(k).to_string()),
-            }
+        // Up to `max` addresses in all: deletions first, then changed records.
+        let deleted: Vec<Key> = g.deleted.iter().take(max).copied().collect();
+        for k in &deleted {
+            g.deleted.remove(k);
+            b.deletes.push(ip_of(k).to_string());
         }
-        b.keys = keys;
+        b.deleted = deleted;
+        let changed: Vec<u32> = g
+            .dirty
+            .iter()
+            .take(max - b.deleted.len())
+            .copied()
+            .collect();
+        b.records.reserve_exact(changed.len());
+        for i in changed {
+            g.dirty.remove(&i);
+            let s = &g.slots[i as usize];
+            b.records.push(g.changed(&s.key, &s.rec));
+        }
         let oldest = g.events.front().map(|p| p.stamp);
         self.events_row.set_waiting(g.events.len() as u64);
         self.events_row.set_oldest_waiting(oldest);
-        self.records_row.set_waiting(g.dirty.len() as u64);
+        self.records_row.set_waiting(g.unsaved() as u64);
         b
     }
 
@@ -966,13 +996,13 @@ impl AttackDb {
             g.events.pop_back();
             dropped += 1;
         }
-        for k in b.keys {
-            g.dirty.insert(k);
+        for k in b.records.iter().map(|r| r.key).chain(b.deleted) {
+            g.mark_unsaved(k);
         }
         let oldest = g.events.front().map(|p| p.stamp);
         self.events_row.set_waiting(g.events.len() as u64);
         self.events_row.set_oldest_waiting(oldest);
-        self.records_row.set_waiting(g.dirty.len() as u64);
+        self.records_row.set_waiting(g.unsaved() as u64);
         drop(g);
         if dropped > 0 {
             self.events_row.record_losses(dropped);
@@ -982,7 +1012,7 @@ impl AttackDb {
     /// (events, records) awaiting the store.
     pub fn backlog(&self) -> (usize, usize) {
         let g = self.inner.lock();
-        (g.events.len(), g.dirty.len())
+        (g.events.len(), g.unsaved())
     }
 
     /// Addresses held.
@@ -1309,6 +1339,28 @@ mod tests {
             d.heap_bytes(),
             d.heap_bytes() / n as usize
         );
+    }
+
+    #[test]
+    fn an_evicted_address_seen_again_is_saved_not_deleted() {
+        let d = db(1);
+        d.record(&ev("192.0.2.1", AttackKind::WafBlock, T0, &[]));
+        d.take_batch(10);
+        d.record(&ev("192.0.2.2", AttackKind::WafBlock, T0 + 1, &[]));
+        assert_eq!(d.backlog(), (1, 2));
+        d.record(&ev("192.0.2.1", AttackKind::WafBlock, T0 + 2, &[]));
+        assert_eq!(d.backlog(), (2, 2));
+        let b = d.take_batch(10);
+        assert_eq!(b.deletes, vec!["192.0.2.2".to_string()]);
+        let rows = b.record_rows();
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].ip.as_str(), rows[0].counts[4]), ("192.0.2.1", 1));
+        d.requeue(b);
+        assert_eq!(d.backlog(), (2, 2));
+        // One address per batch at most: the deletion, then the record.
+        assert_eq!(d.take_batch(1).deletes.len(), 1);
+        assert_eq!(d.take_batch(1).records_len(), 1);
+        assert_eq!(d.backlog(), (0, 0));
     }
 
     #[test]
