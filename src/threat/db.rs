@@ -19,6 +19,7 @@
 //! that right after the index grows); `heap_bytes` reports the figure.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::{BuildHasher, RandomState};
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -146,6 +147,112 @@ struct Slot {
     rec: Record,
 }
 
+/// The index from address to slot: open addressing with linear probing. A bucket holds
+/// 32 bits of the key's hash (which place it) and the slot number; the key itself is only
+/// in its slot, so an address costs 8 bytes here (at most 7/8 of the buckets used) instead
+/// of a second copy of its key. Keys are hashed with a random key, as `HashMap` does.
+struct Index {
+    buckets: Vec<u64>,
+    len: usize,
+    hasher: RandomState,
+}
+
+/// An empty bucket (its slot part is `NIL`, never a slot).
+const EMPTY: u64 = u64::MAX;
+
+impl Index {
+    fn new() -> Index {
+        Index {
+            buckets: Vec::new(),
+            len: 0,
+            hasher: RandomState::new(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Addresses held before the index grows.
+    fn capacity(&self) -> usize {
+        self.buckets.len() / 8 * 7
+    }
+
+    fn hash(&self, key: &Key) -> u32 {
+        self.hasher.hash_one(key) as u32
+    }
+
+    /// The bucket position of `key` in `slots`, when present.
+    fn find(&self, key: &Key, slots: &[Slot]) -> Option<usize> {
+        if self.len == 0 {
+            return None;
+        }
+        let mask = self.buckets.len() - 1;
+        let hash = self.hash(key);
+        let mut p = hash as usize & mask;
+        loop {
+            let b = self.buckets[p];
+            if b == EMPTY {
+                return None;
+            }
+            if (b >> 32) as u32 == hash && slots.get(b as u32 as usize)?.key == *key {
+                return Some(p);
+            }
+            p = (p + 1) & mask;
+        }
+    }
+
+    fn get(&self, key: &Key, slots: &[Slot]) -> Option<u32> {
+        self.find(key, slots).map(|p| self.buckets[p] as u32)
+    }
+
+    /// Adds `key` (absent) at `slot`.
+    fn insert(&mut self, key: &Key, slot: u32) {
+        if (self.len + 1) * 8 > self.buckets.len() * 7 {
+            let n = (self.buckets.len() * 2).max(16);
+            let old = std::mem::replace(&mut self.buckets, vec![EMPTY; n]);
+            for b in old.into_iter().filter(|b| *b != EMPTY) {
+                self.place(b);
+            }
+        }
+        self.place((u64::from(self.hash(key)) << 32) | u64::from(slot));
+        self.len += 1;
+    }
+
+    fn place(&mut self, bucket: u64) {
+        let mask = self.buckets.len() - 1;
+        let mut p = (bucket >> 32) as usize & mask;
+        while self.buckets[p] != EMPTY {
+            p = (p + 1) & mask;
+        }
+        self.buckets[p] = bucket;
+    }
+
+    /// Removes `key`; the buckets after it move back so no probe stops short.
+    fn remove(&mut self, key: &Key, slots: &[Slot]) {
+        let Some(mut hole) = self.find(key, slots) else {
+            return;
+        };
+        let mask = self.buckets.len() - 1;
+        let mut q = (hole + 1) & mask;
+        loop {
+            let b = self.buckets[q];
+            if b == EMPTY {
+                break;
+            }
+            // `b` may fill the hole when the hole lies between its place and `q`.
+            let home = (b >> 32) as usize & mask;
+            if q.wrapping_sub(home) & mask >= q.wrapping_sub(hole) & mask {
+                self.buckets[hole] = b;
+                hole = q;
+            }
+            q = (q + 1) & mask;
+        }
+        self.buckets[hole] = EMPTY;
+        self.len -= 1;
+    }
+}
+
 /// The part of a record an undo restores (score and evidence).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RecordState {
@@ -216,7 +323,7 @@ struct Pending {
 }
 
 struct Inner {
-    index: HashMap<Key, u32>,
+    index: Index,
     slots: Vec<Slot>,
     free: Vec<u32>,
     head: u32,
@@ -401,7 +508,7 @@ impl Inner {
         }
         self.unlink(t);
         let key = self.slots[t as usize].key;
-        self.index.remove(&key);
+        self.index.remove(&key, &self.slots);
         self.free.push(t);
         self.dirty.remove(&t);
         self.deleted.insert(key);
@@ -410,7 +517,7 @@ impl Inner {
 
     /// The slot of `key`, created (evicting when full) when absent. Returns (slot, evicted).
     fn slot_for(&mut self, key: Key, now: i64) -> (u32, u64) {
-        if let Some(&i) = self.index.get(&key) {
+        if let Some(i) = self.index.get(&key, &self.slots) {
             self.unlink(i);
             self.push_front(i);
             return (i, 0);
@@ -452,7 +559,7 @@ impl Inner {
                 (self.slots.len() - 1) as u32
             }
         };
-        self.index.insert(key, i);
+        self.index.insert(&key, i);
         self.push_front(i);
         // A deletion not yet saved becomes the save of the new record.
         if self.deleted.remove(&key) {
@@ -468,8 +575,8 @@ impl Inner {
 
     /// Marks `key` changed: to save when it has a record, else to delete.
     fn mark_unsaved(&mut self, key: Key) {
-        match self.index.get(&key) {
-            Some(&i) => self.dirty.insert(i),
+        match self.index.get(&key, &self.slots) {
+            Some(i) => self.dirty.insert(i),
             None => self.deleted.insert(key),
         };
     }
@@ -582,7 +689,7 @@ impl AttackDb {
     ) -> AttackDb {
         AttackDb {
             inner: Mutex::new(Inner {
-                index: HashMap::new(),
+                index: Index::new(),
                 slots: Vec::new(),
                 free: Vec::new(),
                 head: NIL,
@@ -730,7 +837,7 @@ impl AttackDb {
     pub fn view(&self, ip: IpAddr, now: i64) -> Option<RecordView> {
         let key = key_of(ip);
         let g = self.inner.lock();
-        let i = *g.index.get(&key)?;
+        let i = g.index.get(&key, &g.slots)?;
         let r = g.slots[i as usize].rec;
         Some(g.view(&key, &r, now))
     }
@@ -739,7 +846,7 @@ impl AttackDb {
     pub fn score_of(&self, ip: IpAddr, now: i64) -> Option<(f32, u64, Evidence)> {
         let key = key_of(ip);
         let g = self.inner.lock();
-        let i = *g.index.get(&key)?;
+        let i = g.index.get(&key, &g.slots)?;
         let r = g.slots[i as usize].rec;
         let now_s = secs(now);
         Some((
@@ -753,7 +860,7 @@ impl AttackDb {
     pub fn state(&self, ip: IpAddr) -> Option<RecordState> {
         let key = key_of(ip);
         let g = self.inner.lock();
-        let i = *g.index.get(&key)?;
+        let i = g.index.get(&key, &g.slots)?;
         let r = g.slots[i as usize].rec;
         Some(RecordState {
             score: r.score,
@@ -765,8 +872,8 @@ impl AttackDb {
     fn modify(&self, ip: IpAddr, now: i64, create: bool, f: impl FnOnce(&mut Record)) -> bool {
         let key = key_of(ip);
         let mut g = self.inner.lock();
-        let i = match g.index.get(&key) {
-            Some(&i) => i,
+        let i = match g.index.get(&key, &g.slots) {
+            Some(i) => i,
             None if create => {
                 let (i, evicted) = g.slot_for(key, now);
                 if evicted > 0 {
@@ -921,7 +1028,7 @@ impl AttackDb {
                 continue;
             };
             let key = key_of(ip);
-            if g.index.contains_key(&key) {
+            if g.index.find(&key, &g.slots).is_some() {
                 continue;
             }
             let mut accounts = [NO_ACCOUNT; ACCOUNTS_PER_RECORD];
@@ -1033,7 +1140,7 @@ impl AttackDb {
         let g = self.inner.lock();
         let slots = g.slots.capacity() * std::mem::size_of::<Slot>() + g.free.capacity() * 4;
         // hashbrown: one control byte per bucket (plus a group), buckets hold (key, value).
-        let index = g.index.capacity() * 8 / 7 * (std::mem::size_of::<(Key, u32)>() + 1);
+        let index = g.index.buckets.capacity() * 8;
         // A name: its entry in `names` and its shared allocation (two counts and the text).
         let names: usize = g.names.iter().map(|n| n.len() + 32).sum::<usize>()
             + g.name_ids.capacity() * 8 / 7 * (std::mem::size_of::<(Arc<str>, u32)>() + 1);
@@ -1361,6 +1468,49 @@ mod tests {
         assert_eq!(d.take_batch(1).deletes.len(), 1);
         assert_eq!(d.take_batch(1).records_len(), 1);
         assert_eq!(d.backlog(), (0, 0));
+    }
+
+    #[test]
+    fn index_matches_a_map_through_inserts_and_removals() {
+        let mut slots: Vec<Slot> = Vec::new();
+        let mut index = Index::new();
+        let mut model: HashMap<Key, u32> = HashMap::new();
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let key_of_n = |n: u64| {
+            let mut k = [0u8; 16];
+            k[..2].copy_from_slice(&(n as u16).to_be_bytes());
+            k
+        };
+        for _ in 0..50_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let key = key_of_n(x % 3_000);
+            match model.get(&key) {
+                Some(_) if (x >> 40) & 1 == 0 => {
+                    index.remove(&key, &slots);
+                    model.remove(&key);
+                }
+                Some(&i) => assert_eq!(index.get(&key, &slots), Some(i)),
+                None => {
+                    let i = slots.len() as u32;
+                    slots.push(Slot {
+                        key,
+                        prev: NIL,
+                        next: NIL,
+                        rec: Record::default(),
+                    });
+                    index.insert(&key, i);
+                    model.insert(key, i);
+                }
+            }
+            assert_eq!(index.len(), model.len());
+        }
+        for n in 0..3_000 {
+            let key = key_of_n(n);
+            assert_eq!(index.get(&key, &slots), model.get(&key).copied());
+        }
+        assert!(index.len() <= index.capacity());
     }
 
     #[test]
