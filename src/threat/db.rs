@@ -346,7 +346,8 @@ struct Inner {
 struct Changed {
     key: Key,
     rec: Record,
-    accounts: [Option<Arc<str>>; ACCOUNTS_PER_RECORD],
+    /// Its account names: the next this many of the batch's `names`.
+    accounts: u8,
 }
 
 /// A batch for the store: the events and changed records as held in memory. Store rows
@@ -355,6 +356,8 @@ struct Changed {
 #[derive(Clone, Default)]
 pub struct Batch {
     records: Vec<Changed>,
+    /// The account names of `records`, in their order (shared with the interned names).
+    names: Vec<Arc<str>>,
     pub deletes: Vec<String>,
     /// The addresses of `deletes`.
     deleted: Vec<Key>,
@@ -415,33 +418,37 @@ impl Batch {
             set(&mut row.message, &p.message);
             crate::store::threat::insert_events(c, std::slice::from_ref(&row))?;
         }
-        for r in &self.records {
-            crate::store::threat::upsert_records(c, std::slice::from_ref(&r.row()))?;
+        for row in self.rows() {
+            crate::store::threat::upsert_records(c, std::slice::from_ref(&row))?;
         }
         crate::store::threat::delete_records(c, &self.deletes)
+    }
+
+    /// The changed records as store rows, built as they are asked for.
+    fn rows(&self) -> impl Iterator<Item = RecordRow> + '_ {
+        let mut names = self.names.iter();
+        self.records.iter().map(move |r| {
+            let accounts = names.by_ref().take(usize::from(r.accounts));
+            r.row(accounts.map(|a| a.to_string()).collect())
+        })
     }
 
     /// The changed records as store rows.
     #[cfg(test)]
     fn record_rows(&self) -> Vec<RecordRow> {
-        self.records.iter().map(Changed::row).collect()
+        self.rows().collect()
     }
 }
 
 impl Changed {
-    fn row(&self) -> RecordRow {
+    fn row(&self, accounts: Vec<String>) -> RecordRow {
         let r = &self.rec;
         RecordRow {
             ip: ip_of(&self.key).to_string(),
             first_seen: r.first_seen,
             last_seen: r.last_seen,
             counts: r.counts.map(i64::from),
-            accounts: self
-                .accounts
-                .iter()
-                .flatten()
-                .map(|a| a.to_string())
-                .collect(),
+            accounts,
             accounts_more: i64::from(r.accounts_more),
             score: f64::from(r.score),
             score_at: i64::from(r.score_at) * 1_000_000,
@@ -642,22 +649,23 @@ impl Inner {
         }
     }
 
-    /// A changed record for a batch; accounts in the record's order, unknown ids skipped.
-    fn changed(&self, key: &Key, r: &Record) -> Changed {
-        let mut accounts: [Option<Arc<str>>; ACCOUNTS_PER_RECORD] = Default::default();
-        let known = r
+    /// Adds the record of slot `i` to a batch; accounts in the record's order, unknown ids
+    /// skipped.
+    fn take_changed(&self, i: u32, b: &mut Batch) {
+        let s = &self.slots[i as usize];
+        let before = b.names.len();
+        let known = s
+            .rec
             .accounts
             .iter()
             .filter(|a| **a != NO_ACCOUNT)
             .filter_map(|a| self.names.get(*a as usize));
-        for (slot, name) in accounts.iter_mut().zip(known) {
-            *slot = Some(name.clone());
-        }
-        Changed {
-            key: *key,
-            rec: *r,
-            accounts,
-        }
+        b.names.extend(known.cloned());
+        b.records.push(Changed {
+            key: s.key,
+            rec: s.rec,
+            accounts: (b.names.len() - before) as u8,
+        });
     }
 
     fn hour_add(&mut self, at: i64, kind: AttackKind) {
@@ -1080,8 +1088,7 @@ impl AttackDb {
         b.records.reserve_exact(changed.len());
         for i in changed {
             g.dirty.remove(&i);
-            let s = &g.slots[i as usize];
-            b.records.push(g.changed(&s.key, &s.rec));
+            g.take_changed(i, &mut b);
         }
         let oldest = g.events.front().map(|p| p.stamp);
         self.events_row.set_waiting(g.events.len() as u64);
