@@ -15,10 +15,14 @@
 //!   `top` and `stats` walk all records under it (about 10 ms at 1,000,000 addresses).
 //!
 //! Memory per record: a 104-byte slot (address, LRU links, counts, up to four interned
-//! accounts, score, evidence) plus its hash-index entry (20 bytes at 7/8 load, up to twice
-//! that right after the index grows); `heap_bytes` reports the figure.
+//! accounts, score, evidence; the slot vector grows by an eighth) plus its index bucket
+//! (8 bytes at 7/8 load, up to twice that right after the index grows) and, while a change
+//! waits for the store, a 5-byte bucket in the set of unsaved slots; `heap_bytes` reports
+//! slots, index and names. A pending event is 88 bytes and its message; its check name and
+//! its account (when interned) are shared, and the queue gives back its room after a burst.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::{BuildHasher, RandomState};
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -40,6 +44,13 @@ pub const ACCOUNTS_PER_RECORD: usize = 4;
 pub const MAX_ACCOUNT_NAMES: usize = 65_536;
 /// Longest message kept with an event.
 const MAX_MESSAGE: usize = 512;
+/// Longest check name and account kept with an event.
+const MAX_EVENT_NAME: usize = 64;
+/// Distinct check names shared among pending events at most (checks are a small fixed
+/// vocabulary; a name beyond it gets its own copy).
+const MAX_CHECK_NAMES: usize = 256;
+/// Pending events the queue keeps room for at least after a batch is taken.
+const MIN_PENDING_ROOM: usize = 1_024;
 
 /// An address as the index key (IPv4 as IPv4-mapped IPv6).
 pub type Key = [u8; 16];
@@ -139,6 +150,107 @@ struct Slot {
     rec: Record,
 }
 
+/// The index from address to slot: open addressing with linear probing. A bucket holds
+/// 32 bits of the key's hash (which place it) and the slot number; the key itself is only
+/// in its slot, so an address costs 8 bytes here (at most 7/8 of the buckets used) instead
+/// of a second copy of its key. Keys are hashed with a random key, as `HashMap` does.
+struct Index {
+    buckets: Vec<u64>,
+    len: usize,
+    hasher: RandomState,
+}
+
+/// An empty bucket (its slot part is `NIL`, never a slot).
+const EMPTY: u64 = u64::MAX;
+
+impl Index {
+    fn new() -> Index {
+        Index {
+            buckets: Vec::new(),
+            len: 0,
+            hasher: RandomState::new(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn hash(&self, key: &Key) -> u32 {
+        self.hasher.hash_one(key) as u32
+    }
+
+    /// The bucket position of `key` in `slots`, when present.
+    fn find(&self, key: &Key, slots: &[Slot]) -> Option<usize> {
+        if self.len == 0 {
+            return None;
+        }
+        let mask = self.buckets.len() - 1;
+        let hash = self.hash(key);
+        let mut p = hash as usize & mask;
+        loop {
+            let b = self.buckets[p];
+            if b == EMPTY {
+                return None;
+            }
+            if (b >> 32) as u32 == hash && slots.get(b as u32 as usize)?.key == *key {
+                return Some(p);
+            }
+            p = (p + 1) & mask;
+        }
+    }
+
+    fn get(&self, key: &Key, slots: &[Slot]) -> Option<u32> {
+        self.find(key, slots).map(|p| self.buckets[p] as u32)
+    }
+
+    /// Adds `key` (absent) at `slot`.
+    fn insert(&mut self, key: &Key, slot: u32) {
+        if (self.len + 1) * 8 > self.buckets.len() * 7 {
+            let n = (self.buckets.len() * 2).max(16);
+            let old = std::mem::replace(&mut self.buckets, vec![EMPTY; n]);
+            for b in old.into_iter().filter(|b| *b != EMPTY) {
+                self.place(b);
+            }
+        }
+        self.place((u64::from(self.hash(key)) << 32) | u64::from(slot));
+        self.len += 1;
+    }
+
+    fn place(&mut self, bucket: u64) {
+        let mask = self.buckets.len() - 1;
+        let mut p = (bucket >> 32) as usize & mask;
+        while self.buckets[p] != EMPTY {
+            p = (p + 1) & mask;
+        }
+        self.buckets[p] = bucket;
+    }
+
+    /// Removes `key`; the buckets after it move back so no probe stops short.
+    fn remove(&mut self, key: &Key, slots: &[Slot]) {
+        let Some(mut hole) = self.find(key, slots) else {
+            return;
+        };
+        let mask = self.buckets.len() - 1;
+        let mut q = (hole + 1) & mask;
+        loop {
+            let b = self.buckets[q];
+            if b == EMPTY {
+                break;
+            }
+            // `b` may fill the hole when the hole lies between its place and `q`.
+            let home = (b >> 32) as usize & mask;
+            if q.wrapping_sub(home) & mask >= q.wrapping_sub(hole) & mask {
+                self.buckets[hole] = b;
+                hole = q;
+            }
+            q = (q + 1) & mask;
+        }
+        self.buckets[hole] = EMPTY;
+        self.len -= 1;
+    }
+}
+
 /// The part of a record an undo restores (score and evidence).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RecordState {
@@ -193,46 +305,157 @@ pub struct Counters {
     pub accounts_not_interned: AtomicU64,
 }
 
+#[derive(Clone)]
 struct Pending {
     at: i64,
     key: Key,
     kind: AttackKind,
     severity: Severity,
-    check: Box<str>,
-    account: Option<Box<str>>,
+    /// Shared with every pending event of the same check (`Inner::checks`).
+    check: Arc<str>,
+    /// The interned name when it is one (cut to [`MAX_EVENT_NAME`] when written), else its
+    /// own copy, already cut.
+    account: Option<Arc<str>>,
     message: Box<str>,
     stamp: Admitted,
 }
 
 struct Inner {
-    index: HashMap<Key, u32>,
+    index: Index,
     slots: Vec<Slot>,
     free: Vec<u32>,
     head: u32,
     tail: u32,
-    names: Vec<Box<str>>,
-    name_ids: HashMap<Box<str>, u32>,
+    /// Interned account names; one allocation per name, shared by `name_ids` and events.
+    names: Vec<Arc<str>>,
+    name_ids: HashMap<Arc<str>, u32>,
+    checks: HashSet<Arc<str>>,
     events: VecDeque<Pending>,
-    dirty: HashSet<Key>,
+    /// Slots whose record changed since it was last taken for the store.
+    dirty: HashSet<u32>,
+    /// Evicted addresses whose deletion is not yet taken for the store (never in `index`).
+    deleted: HashSet<Key>,
     /// Per hour since the epoch, events per kind (the last 24 hours of event time).
     hourly: [(i64, [u32; 7]); 24],
     max_records: usize,
     half_life_secs: f64,
 }
 
-/// A batch for the store.
-#[derive(Default)]
+/// A changed record as taken for the store.
+#[derive(Clone)]
+struct Changed {
+    key: Key,
+    rec: Record,
+    /// Its account names: the next this many of the batch's `names`.
+    accounts: u8,
+}
+
+/// A batch for the store: the events and changed records as held in memory. Store rows
+/// are built one at a time while [`Batch::write`] runs, so a batch holds no second copy
+/// of its text.
+#[derive(Clone, Default)]
 pub struct Batch {
-    pub records: Vec<RecordRow>,
+    records: Vec<Changed>,
+    /// The account names of `records`, in their order (shared with the interned names).
+    names: Vec<Arc<str>>,
     pub deletes: Vec<String>,
-    pub events: Vec<EventRow>,
-    keys: Vec<Key>,
+    /// The addresses of `deletes`.
+    deleted: Vec<Key>,
     pending: Vec<Pending>,
 }
 
 impl Batch {
     pub fn is_empty(&self) -> bool {
-        self.records.is_empty() && self.deletes.is_empty() && self.events.is_empty()
+        self.records.is_empty() && self.deletes.is_empty() && self.pending.is_empty()
+    }
+
+    /// Events in the batch.
+    pub fn events_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Changed records in the batch (deletions not included).
+    pub fn records_len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Writes the batch: events (in order), then changed records, then deletions.
+    pub fn write(&self, c: &rusqlite::Connection) -> rusqlite::Result<()> {
+        use std::fmt::Write as _;
+        fn set(buf: &mut String, s: &str) {
+            buf.clear();
+            buf.push_str(s);
+        }
+        // One row reused for every event: writing allocates nothing per event.
+        let mut row = EventRow {
+            at: 0,
+            ip: String::new(),
+            kind: String::new(),
+            severity: 0,
+            check: String::new(),
+            account: None,
+            message: String::new(),
+        };
+        let mut spare = String::new();
+        for p in &self.pending {
+            row.at = p.at;
+            row.ip.clear();
+            let _ = write!(row.ip, "{}", ip_of(&p.key));
+            set(&mut row.kind, p.kind.name());
+            row.severity = i64::from(p.severity.level());
+            set(&mut row.check, &p.check);
+            let mut account = row
+                .account
+                .take()
+                .unwrap_or_else(|| std::mem::take(&mut spare));
+            match p.account.as_deref() {
+                Some(a) => {
+                    set(&mut account, prefix_within(a, MAX_EVENT_NAME));
+                    row.account = Some(account);
+                }
+                None => spare = account,
+            }
+            set(&mut row.message, &p.message);
+            crate::store::threat::insert_events(c, std::slice::from_ref(&row))?;
+        }
+        for row in self.rows() {
+            crate::store::threat::upsert_records(c, std::slice::from_ref(&row))?;
+        }
+        crate::store::threat::delete_records(c, &self.deletes)
+    }
+
+    /// The changed records as store rows, built as they are asked for.
+    fn rows(&self) -> impl Iterator<Item = RecordRow> + '_ {
+        let mut names = self.names.iter();
+        self.records.iter().map(move |r| {
+            let accounts = names.by_ref().take(usize::from(r.accounts));
+            r.row(accounts.map(|a| a.to_string()).collect())
+        })
+    }
+
+    /// The changed records as store rows.
+    #[cfg(test)]
+    fn record_rows(&self) -> Vec<RecordRow> {
+        self.rows().collect()
+    }
+}
+
+impl Changed {
+    fn row(&self, accounts: Vec<String>) -> RecordRow {
+        let r = &self.rec;
+        RecordRow {
+            ip: ip_of(&self.key).to_string(),
+            first_seen: r.first_seen,
+            last_seen: r.last_seen,
+            counts: r.counts.map(i64::from),
+            accounts,
+            accounts_more: i64::from(r.accounts_more),
+            score: f64::from(r.score),
+            score_at: i64::from(r.score_at) * 1_000_000,
+            scoring: i64::from(r.scoring),
+            evidence: i64::from(r.evidence),
+            evidence_until: i64::from(r.evidence_until) * 1_000_000,
+        }
     }
 }
 
@@ -290,15 +513,16 @@ impl Inner {
         }
         self.unlink(t);
         let key = self.slots[t as usize].key;
-        self.index.remove(&key);
+        self.index.remove(&key, &self.slots);
         self.free.push(t);
-        self.dirty.insert(key);
+        self.dirty.remove(&t);
+        self.deleted.insert(key);
         Some(key)
     }
 
     /// The slot of `key`, created (evicting when full) when absent. Returns (slot, evicted).
     fn slot_for(&mut self, key: Key, now: i64) -> (u32, u64) {
-        if let Some(&i) = self.index.get(&key) {
+        if let Some(i) = self.index.get(&key, &self.slots) {
             self.unlink(i);
             self.push_front(i);
             return (i, 0);
@@ -329,13 +553,37 @@ impl Inner {
                 i
             }
             None => {
+                if self.slots.len() == self.slots.capacity() {
+                    // Grow by an eighth rather than doubling (at most `max_records`): the
+                    // slots are most of the database's memory.
+                    let room = self.max_records.saturating_sub(self.slots.len()).max(1);
+                    let step = (self.slots.capacity() / 8).max(64).min(room);
+                    self.slots.reserve_exact(step);
+                }
                 self.slots.push(slot);
                 (self.slots.len() - 1) as u32
             }
         };
-        self.index.insert(key, i);
+        self.index.insert(&key, i);
         self.push_front(i);
+        // A deletion not yet saved becomes the save of the new record.
+        if self.deleted.remove(&key) {
+            self.dirty.insert(i);
+        }
         (i, evicted)
+    }
+
+    /// Addresses whose save or deletion waits (row `attackdb.records`).
+    fn unsaved(&self) -> usize {
+        self.dirty.len() + self.deleted.len()
+    }
+
+    /// Marks `key` changed: to save when it has a record, else to delete.
+    fn mark_unsaved(&mut self, key: Key) {
+        match self.index.get(&key, &self.slots) {
+            Some(i) => self.dirty.insert(i),
+            None => self.deleted.insert(key),
+        };
     }
 
     fn intern(&mut self, name: &str) -> Option<u32> {
@@ -346,10 +594,31 @@ impl Inner {
             return None;
         }
         let id = self.names.len() as u32;
-        let b: Box<str> = name.into();
-        self.names.push(b.clone());
-        self.name_ids.insert(b, id);
+        let a: Arc<str> = name.into();
+        self.names.push(a.clone());
+        self.name_ids.insert(a, id);
         Some(id)
+    }
+
+    /// `check` shared with the pending events of the same check.
+    fn check_name(&mut self, check: &str) -> Arc<str> {
+        if let Some(c) = self.checks.get(check) {
+            return c.clone();
+        }
+        let c: Arc<str> = check.into();
+        if self.checks.len() < MAX_CHECK_NAMES {
+            self.checks.insert(c.clone());
+        }
+        c
+    }
+
+    /// Gives back the pending queue's spare room after a burst (it keeps its largest size
+    /// otherwise): keeps twice what waits, at least [`MIN_PENDING_ROOM`].
+    fn shrink_events(&mut self) {
+        let keep = (self.events.len() * 2).max(MIN_PENDING_ROOM);
+        if self.events.capacity() > keep * 2 {
+            self.events.shrink_to(keep);
+        }
     }
 
     fn decayed(&self, r: &Record, now_secs: i64) -> f32 {
@@ -380,26 +649,23 @@ impl Inner {
         }
     }
 
-    fn row(&self, key: &Key, r: &Record) -> RecordRow {
-        let (code, until) = (r.evidence, r.evidence_until);
-        RecordRow {
-            ip: ip_of(key).to_string(),
-            first_seen: r.first_seen,
-            last_seen: r.last_seen,
-            counts: r.counts.map(i64::from),
-            accounts: r
-                .accounts
-                .iter()
-                .filter(|a| **a != NO_ACCOUNT)
-                .filter_map(|a| self.names.get(*a as usize).map(|s| s.to_string()))
-                .collect(),
-            accounts_more: i64::from(r.accounts_more),
-            score: f64::from(r.score),
-            score_at: i64::from(r.score_at) * 1_000_000,
-            scoring: i64::from(r.scoring),
-            evidence: i64::from(code),
-            evidence_until: i64::from(until) * 1_000_000,
-        }
+    /// Adds the record of slot `i` to a batch; accounts in the record's order, unknown ids
+    /// skipped.
+    fn take_changed(&self, i: u32, b: &mut Batch) {
+        let s = &self.slots[i as usize];
+        let before = b.names.len();
+        let known = s
+            .rec
+            .accounts
+            .iter()
+            .filter(|a| **a != NO_ACCOUNT)
+            .filter_map(|a| self.names.get(*a as usize));
+        b.names.extend(known.cloned());
+        b.records.push(Changed {
+            key: s.key,
+            rec: s.rec,
+            accounts: (b.names.len() - before) as u8,
+        });
     }
 
     fn hour_add(&mut self, at: i64, kind: AttackKind) {
@@ -429,15 +695,17 @@ impl AttackDb {
     ) -> AttackDb {
         AttackDb {
             inner: Mutex::new(Inner {
-                index: HashMap::new(),
+                index: Index::new(),
                 slots: Vec::new(),
                 free: Vec::new(),
                 head: NIL,
                 tail: NIL,
                 names: Vec::new(),
                 name_ids: HashMap::new(),
+                checks: HashSet::new(),
                 events: VecDeque::new(),
                 dirty: HashSet::new(),
+                deleted: HashSet::new(),
                 hourly: [(i64::MIN, [0; 7]); 24],
                 max_records: max_records.max(1),
                 half_life_secs: (half_life_hours.max(1) * 3600) as f64,
@@ -463,7 +731,7 @@ impl AttackDb {
         self.counters
             .evicted_total
             .fetch_add(evicted, Ordering::Relaxed);
-        self.records_row.set_waiting(g.dirty.len() as u64);
+        self.records_row.set_waiting(g.unsaved() as u64);
     }
 
     /// Records one event: the address's record (created, evicting the least recently seen
@@ -476,12 +744,22 @@ impl AttackDb {
         let (i, evicted) = g.slot_for(key, ev.at);
         let mut ids: Vec<u32> = Vec::with_capacity(ev.accounts.len());
         let mut not_interned = 0u64;
-        for a in &ev.accounts {
-            match g.intern(a) {
+        let mut first_account = None;
+        for (n, a) in ev.accounts.iter().enumerate() {
+            let id = g.intern(a);
+            if n == 0 {
+                // The event keeps the interned name when there is one, else its own copy.
+                first_account = Some(match id.and_then(|id| g.names.get(id as usize)) {
+                    Some(name) => name.clone(),
+                    None => Arc::from(prefix_within(a, MAX_EVENT_NAME)),
+                });
+            }
+            match id {
                 Some(id) => ids.push(id),
                 None => not_interned += 1,
             }
         }
+        let check = g.check_name(prefix_within(&ev.check, MAX_EVENT_NAME));
         let half_life = g.half_life_secs;
         let r = &mut g.slots[i as usize].rec;
         let prior_scored: u64 = AttackKind::ALL
@@ -521,15 +799,15 @@ impl AttackDb {
         }
         let after = score::decayed(r.score, (now_s - i64::from(r.score_at)) as f64, half_life);
         let evidence = Evidence::decode(r.evidence, r.evidence_until).at(now_s);
-        g.dirty.insert(key);
+        g.dirty.insert(i);
         g.hour_add(ev.at, ev.kind);
         let pending = Pending {
             at: ev.at,
             key,
             kind: ev.kind,
             severity: ev.severity,
-            check: prefix_within(&ev.check, 64).into(),
-            account: ev.accounts.first().map(|a| prefix_within(a, 64).into()),
+            check,
+            account: first_account,
             message: prefix_within(&ev.message, MAX_MESSAGE).into(),
             stamp: self.events_row.stamp(),
         };
@@ -539,7 +817,7 @@ impl AttackDb {
             g.events.pop_front();
             dropped += 1;
         }
-        let (n_events, n_dirty) = (g.events.len(), g.dirty.len());
+        let (n_events, n_dirty) = (g.events.len(), g.unsaved());
         let oldest = g.events.front().map(|p| p.stamp);
         drop(g);
         let c = &self.counters;
@@ -565,7 +843,7 @@ impl AttackDb {
     pub fn view(&self, ip: IpAddr, now: i64) -> Option<RecordView> {
         let key = key_of(ip);
         let g = self.inner.lock();
-        let i = *g.index.get(&key)?;
+        let i = g.index.get(&key, &g.slots)?;
         let r = g.slots[i as usize].rec;
         Some(g.view(&key, &r, now))
     }
@@ -574,7 +852,7 @@ impl AttackDb {
     pub fn score_of(&self, ip: IpAddr, now: i64) -> Option<(f32, u64, Evidence)> {
         let key = key_of(ip);
         let g = self.inner.lock();
-        let i = *g.index.get(&key)?;
+        let i = g.index.get(&key, &g.slots)?;
         let r = g.slots[i as usize].rec;
         let now_s = secs(now);
         Some((
@@ -588,7 +866,7 @@ impl AttackDb {
     pub fn state(&self, ip: IpAddr) -> Option<RecordState> {
         let key = key_of(ip);
         let g = self.inner.lock();
-        let i = *g.index.get(&key)?;
+        let i = g.index.get(&key, &g.slots)?;
         let r = g.slots[i as usize].rec;
         Some(RecordState {
             score: r.score,
@@ -600,8 +878,8 @@ impl AttackDb {
     fn modify(&self, ip: IpAddr, now: i64, create: bool, f: impl FnOnce(&mut Record)) -> bool {
         let key = key_of(ip);
         let mut g = self.inner.lock();
-        let i = match g.index.get(&key) {
-            Some(&i) => i,
+        let i = match g.index.get(&key, &g.slots) {
+            Some(i) => i,
             None if create => {
                 let (i, evicted) = g.slot_for(key, now);
                 if evicted > 0 {
@@ -614,8 +892,8 @@ impl AttackDb {
             None => return false,
         };
         f(&mut g.slots[i as usize].rec);
-        g.dirty.insert(key);
-        self.records_row.set_waiting(g.dirty.len() as u64);
+        g.dirty.insert(i);
+        self.records_row.set_waiting(g.unsaved() as u64);
         true
     }
 
@@ -756,7 +1034,7 @@ impl AttackDb {
                 continue;
             };
             let key = key_of(ip);
-            if g.index.contains_key(&key) {
+            if g.index.find(&key, &g.slots).is_some() {
                 continue;
             }
             let mut accounts = [NO_ACCOUNT; ACCOUNTS_PER_RECORD];
@@ -784,6 +1062,7 @@ impl AttackDb {
         }
         // Loading is not a change to save.
         g.dirty.clear();
+        g.deleted.clear();
     }
 
     /// Takes up to `max` events and `max` changed records for the store.
@@ -791,38 +1070,30 @@ impl AttackDb {
         let mut g = self.inner.lock();
         let mut b = Batch::default();
         let n = g.events.len().min(max);
-        for p in g.events.drain(..n) {
-            b.pending.push(p);
+        b.pending = g.events.drain(..n).collect();
+        g.shrink_events();
+        // Up to `max` addresses in all: deletions first, then changed records.
+        let deleted: Vec<Key> = g.deleted.iter().take(max).copied().collect();
+        for k in &deleted {
+            g.deleted.remove(k);
+            b.deletes.push(ip_of(k).to_string());
         }
-        let keys: Vec<Key> = g.dirty.iter().take(max).copied().collect();
-        for k in &keys {
-            g.dirty.remove(k);
-            match g.index.get(k) {
-                Some(&i) => {
-                    let r = g.slots[i as usize].rec;
-                    b.records.push(g.row(k, &r));
-                }
-                None => b.deletes.push(ip_of(k).to_string()),
-            }
-        }
-        b.keys = keys;
-        b.events = b
-            .pending
+        b.deleted = deleted;
+        let changed: Vec<u32> = g
+            .dirty
             .iter()
-            .map(|p| EventRow {
-                at: p.at,
-                ip: ip_of(&p.key).to_string(),
-                kind: p.kind.name().into(),
-                severity: i64::from(p.severity.level()),
-                check: p.check.to_string(),
-                account: p.account.as_ref().map(|a| a.to_string()),
-                message: p.message.to_string(),
-            })
+            .take(max - b.deleted.len())
+            .copied()
             .collect();
+        b.records.reserve_exact(changed.len());
+        for i in changed {
+            g.dirty.remove(&i);
+            g.take_changed(i, &mut b);
+        }
         let oldest = g.events.front().map(|p| p.stamp);
         self.events_row.set_waiting(g.events.len() as u64);
         self.events_row.set_oldest_waiting(oldest);
-        self.records_row.set_waiting(g.dirty.len() as u64);
+        self.records_row.set_waiting(g.unsaved() as u64);
         b
     }
 
@@ -837,13 +1108,13 @@ impl AttackDb {
             g.events.pop_back();
             dropped += 1;
         }
-        for k in b.keys {
-            g.dirty.insert(k);
+        for k in b.records.iter().map(|r| r.key).chain(b.deleted) {
+            g.mark_unsaved(k);
         }
         let oldest = g.events.front().map(|p| p.stamp);
         self.events_row.set_waiting(g.events.len() as u64);
         self.events_row.set_oldest_waiting(oldest);
-        self.records_row.set_waiting(g.dirty.len() as u64);
+        self.records_row.set_waiting(g.unsaved() as u64);
         drop(g);
         if dropped > 0 {
             self.events_row.record_losses(dropped);
@@ -853,7 +1124,7 @@ impl AttackDb {
     /// (events, records) awaiting the store.
     pub fn backlog(&self) -> (usize, usize) {
         let g = self.inner.lock();
-        (g.events.len(), g.dirty.len())
+        (g.events.len(), g.unsaved())
     }
 
     /// Addresses held.
@@ -874,9 +1145,10 @@ impl AttackDb {
         let g = self.inner.lock();
         let slots = g.slots.capacity() * std::mem::size_of::<Slot>() + g.free.capacity() * 4;
         // hashbrown: one control byte per bucket (plus a group), buckets hold (key, value).
-        let index = g.index.capacity() * 8 / 7 * (std::mem::size_of::<(Key, u32)>() + 1);
-        let names: usize = g.names.iter().map(|n| n.len() + 16).sum::<usize>()
-            + g.name_ids.capacity() * 8 / 7 * (std::mem::size_of::<(Box<str>, u32)>() + 1);
+        let index = g.index.buckets.capacity() * 8;
+        // A name: its entry in `names` and its shared allocation (two counts and the text).
+        let names: usize = g.names.iter().map(|n| n.len() + 32).sum::<usize>()
+            + g.name_ids.capacity() * 8 / 7 * (std::mem::size_of::<(Arc<str>, u32)>() + 1);
         slots + index + names
     }
 }
@@ -950,9 +1222,9 @@ mod tests {
         assert!(d.view("192.0.2.2".parse().unwrap(), T0).is_none());
         assert_eq!(d.counters.evicted_total.load(Ordering::Relaxed), 1);
         let b = d.take_batch(100);
-        assert_eq!(b.events.len(), 5);
+        assert_eq!(b.events_len(), 5);
         assert_eq!(b.deletes, vec!["192.0.2.2".to_string()]);
-        assert_eq!(b.records.len(), 3);
+        assert_eq!(b.records_len(), 3);
         assert_eq!(d.backlog(), (0, 0));
         d.requeue(b);
         assert_eq!(d.backlog(), (5, 4));
@@ -978,7 +1250,7 @@ mod tests {
         assert_eq!((v.score, v.events(), v.evidence), (0.0, 1, Evidence::None));
         d.restore(ip, Some(before), T0);
         assert_eq!(d.view(ip, T0).unwrap().evidence, Evidence::Permanent);
-        let rows = d.take_batch(10).records;
+        let rows = d.take_batch(10).record_rows();
         let d2 = db(10);
         d2.load(rows);
         assert_eq!(d2.view(ip, T0), d.view(ip, T0));
@@ -993,6 +1265,257 @@ mod tests {
             d.view(ip, T0 + 61_000_000).unwrap().evidence,
             Evidence::None
         );
+    }
+
+    #[test]
+    fn written_rows_keep_the_cut_text_of_each_event() {
+        let d = db(10);
+        let long_check = format!("{}\u{e9}", "c".repeat(63));
+        let long_account = format!("{}\u{e9}x", "a".repeat(63));
+        d.record(&ev(
+            "192.0.2.1",
+            AttackKind::BruteForce,
+            T0,
+            &["root", "admin"],
+        ));
+        let mut e = ev(
+            "2001:db8::1",
+            AttackKind::WafBlock,
+            T0 + 1,
+            &[&long_account],
+        );
+        e.check = long_check.clone();
+        e.message = "\u{e9}".repeat(300);
+        e.severity = Severity::Critical;
+        d.record(&e);
+        d.record(&ev("192.0.2.1", AttackKind::AuthSuccess, T0 + 2, &[]));
+        // Past the interned names, the first account is kept as the event's own copy.
+        let many: Vec<String> = (0..MAX_ACCOUNT_NAMES).map(|n| format!("u{n}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        d.record(&ev("192.0.2.3", AttackKind::BruteForce, T0 + 3, &many));
+        d.record(&ev(
+            "192.0.2.3",
+            AttackKind::BruteForce,
+            T0 + 4,
+            &[&long_account],
+        ));
+        let b = d.take_batch(100);
+        let dir = std::env::temp_dir().join(format!("svc-threat-db-rows-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = crate::store::Store::open(&dir.join("svc.db")).unwrap();
+        let records = b.record_rows();
+        let job = Arc::new(b);
+        let j = job.clone();
+        store.write(move |c| j.write(c)).unwrap();
+        let (events, stored) = store
+            .read(|c| {
+                let mut all = Vec::new();
+                for ip in ["2001:db8::1", "192.0.2.1", "192.0.2.3"] {
+                    all.extend(crate::store::threat::events_of(c, ip, 10)?.0);
+                }
+                Ok((all, crate::store::threat::load_records(c, 10)?))
+            })
+            .unwrap();
+        let row =
+            |at, ip: &str, kind: AttackKind, sev: i64, check: &str, account, message| EventRow {
+                at,
+                ip: ip.into(),
+                kind: kind.name().into(),
+                severity: sev,
+                check: check.into(),
+                account,
+                message,
+            };
+        let hi = i64::from(Severity::High.level());
+        let cut_account = Some("a".repeat(63));
+        assert_eq!(
+            events,
+            vec![
+                row(
+                    T0 + 1,
+                    "2001:db8::1",
+                    AttackKind::WafBlock,
+                    i64::from(Severity::Critical.level()),
+                    &"c".repeat(63),
+                    cut_account.clone(),
+                    "\u{e9}".repeat(256),
+                ),
+                row(
+                    T0 + 2,
+                    "192.0.2.1",
+                    AttackKind::AuthSuccess,
+                    hi,
+                    "ssh_bruteforce",
+                    None,
+                    "m".into()
+                ),
+                row(
+                    T0,
+                    "192.0.2.1",
+                    AttackKind::BruteForce,
+                    hi,
+                    "ssh_bruteforce",
+                    Some("root".into()),
+                    "m".into()
+                ),
+                row(
+                    T0 + 4,
+                    "192.0.2.3",
+                    AttackKind::BruteForce,
+                    hi,
+                    "ssh_bruteforce",
+                    cut_account,
+                    "m".into()
+                ),
+                row(
+                    T0 + 3,
+                    "192.0.2.3",
+                    AttackKind::BruteForce,
+                    hi,
+                    "ssh_bruteforce",
+                    Some("u0".into()),
+                    "m".into()
+                ),
+            ]
+        );
+        let mut records = records;
+        records.sort_by_key(|r| std::cmp::Reverse(r.last_seen));
+        assert_eq!(stored, records);
+        assert_eq!(records[1].accounts, vec!["root", "admin"]);
+        assert_eq!(records[2].accounts, vec![long_account]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn pending_room_is_given_back_after_a_burst() {
+        let d = db(10);
+        for n in 0..5_000 {
+            d.record(&ev("192.0.2.1", AttackKind::WafBlock, T0 + n, &[]));
+        }
+        assert!(d.inner.lock().events.capacity() >= 5_000);
+        // Most still waiting: the room stays.
+        let b = d.take_batch(1_000);
+        assert!(d.inner.lock().events.capacity() >= 5_000);
+        d.requeue(b);
+        assert_eq!(d.backlog().0, 5_000);
+        while d.take_batch(1_024).events_len() > 0 {}
+        assert!(d.inner.lock().events.capacity() <= 2 * MIN_PENDING_ROOM);
+        // The check name is one allocation shared by every event.
+        assert_eq!(d.inner.lock().checks.len(), 1);
+    }
+
+    /// Bytes per address and per pending event (`cargo test --lib threat::db -- --ignored
+    /// --nocapture`).
+    #[test]
+    #[ignore]
+    fn memory_per_address() {
+        let d = db(1_000_000);
+        let n = 6_000u32;
+        for i in 0..n {
+            let ip = IpAddr::from(std::net::Ipv4Addr::from(0xC000_0000 + i));
+            for k in 0..2 {
+                let mut e = ev(
+                    "192.0.2.1",
+                    AttackKind::BruteForce,
+                    T0 + i64::from(k),
+                    &["root"],
+                );
+                e.ip = ip;
+                e.message = format!("Failed password for root from {ip} port 22 ssh2");
+                d.record(&e);
+            }
+        }
+        let g = d.inner.lock();
+        eprintln!(
+            "Slot {} B, Pending {} B, Changed {} B (RecordRow {} B, EventRow {} B)",
+            std::mem::size_of::<Slot>(),
+            std::mem::size_of::<Pending>(),
+            std::mem::size_of::<Changed>(),
+            std::mem::size_of::<RecordRow>(),
+            std::mem::size_of::<EventRow>(),
+        );
+        eprintln!(
+            "{n} addresses: slots capacity {} ({} B), index buckets {}, dirty capacity {}, \
+             pending {} in capacity {}",
+            g.slots.capacity(),
+            g.slots.capacity() * std::mem::size_of::<Slot>(),
+            g.index.buckets.len(),
+            g.dirty.capacity(),
+            g.events.len(),
+            g.events.capacity(),
+        );
+        drop(g);
+        eprintln!(
+            "heap_bytes {} ({} per address)",
+            d.heap_bytes(),
+            d.heap_bytes() / n as usize
+        );
+    }
+
+    #[test]
+    fn an_evicted_address_seen_again_is_saved_not_deleted() {
+        let d = db(1);
+        d.record(&ev("192.0.2.1", AttackKind::WafBlock, T0, &[]));
+        d.take_batch(10);
+        d.record(&ev("192.0.2.2", AttackKind::WafBlock, T0 + 1, &[]));
+        assert_eq!(d.backlog(), (1, 2));
+        d.record(&ev("192.0.2.1", AttackKind::WafBlock, T0 + 2, &[]));
+        assert_eq!(d.backlog(), (2, 2));
+        let b = d.take_batch(10);
+        assert_eq!(b.deletes, vec!["192.0.2.2".to_string()]);
+        let rows = b.record_rows();
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].ip.as_str(), rows[0].counts[4]), ("192.0.2.1", 1));
+        d.requeue(b);
+        assert_eq!(d.backlog(), (2, 2));
+        // One address per batch at most: the deletion, then the record.
+        assert_eq!(d.take_batch(1).deletes.len(), 1);
+        assert_eq!(d.take_batch(1).records_len(), 1);
+        assert_eq!(d.backlog(), (0, 0));
+    }
+
+    #[test]
+    fn index_matches_a_map_through_inserts_and_removals() {
+        let mut slots: Vec<Slot> = Vec::new();
+        let mut index = Index::new();
+        let mut model: HashMap<Key, u32> = HashMap::new();
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let key_of_n = |n: u64| {
+            let mut k = [0u8; 16];
+            k[..2].copy_from_slice(&(n as u16).to_be_bytes());
+            k
+        };
+        for _ in 0..50_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let key = key_of_n(x % 3_000);
+            match model.get(&key) {
+                Some(_) if (x >> 40) & 1 == 0 => {
+                    index.remove(&key, &slots);
+                    model.remove(&key);
+                }
+                Some(&i) => assert_eq!(index.get(&key, &slots), Some(i)),
+                None => {
+                    let i = slots.len() as u32;
+                    slots.push(Slot {
+                        key,
+                        prev: NIL,
+                        next: NIL,
+                        rec: Record::default(),
+                    });
+                    index.insert(&key, i);
+                    model.insert(key, i);
+                }
+            }
+            assert_eq!(index.len(), model.len());
+        }
+        for n in 0..3_000 {
+            let key = key_of_n(n);
+            assert_eq!(index.get(&key, &slots), model.get(&key).copied());
+        }
+        assert!(index.len() * 8 <= index.buckets.len() * 7);
     }
 
     #[test]

@@ -440,20 +440,17 @@ impl Threat {
     /// Writes one batch: `None` when nothing waited or the store failed, else whether the
     /// batch was full.
     fn flush_batch(&self) -> Option<bool> {
-        let mut b = self.db.take_batch(PERSIST_BATCH);
+        let b = self.db.take_batch(PERSIST_BATCH);
         if b.is_empty() {
             return None;
         }
-        let full = b.events.len() >= PERSIST_BATCH || b.records.len() >= PERSIST_BATCH;
-        let events = std::mem::take(&mut b.events);
-        let n_events = events.len() as u64;
-        let records = std::mem::take(&mut b.records);
-        let deletes = std::mem::take(&mut b.deletes);
-        let result = self.store.write(move |c| {
-            crate::store::threat::insert_events(c, &events)?;
-            crate::store::threat::upsert_records(c, &records)?;
-            crate::store::threat::delete_records(c, &deletes)
-        });
+        let full = b.events_len() >= PERSIST_BATCH || b.records_len() >= PERSIST_BATCH;
+        let n_events = b.events_len() as u64;
+        // Shared with the writer's job, which builds the rows one at a time; kept here to
+        // put back when the write fails.
+        let b = Arc::new(b);
+        let job = b.clone();
+        let result = self.store.write(move |c| job.write(c));
         match result {
             Ok(()) => {
                 self.persist
@@ -472,7 +469,9 @@ impl Threat {
                     "attack database: store write failed ({e}); retrying"
                 );
                 self.records_row.health().note_retry_failed();
-                self.db.requeue(b);
+                // The job is gone once it ran; a job never run may still hold its share.
+                self.db
+                    .requeue(Arc::try_unwrap(b).unwrap_or_else(|shared| (*shared).clone()));
                 None
             }
         }
