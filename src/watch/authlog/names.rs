@@ -4,9 +4,10 @@
 //! The detector remembers up to five user names and four service names per attacking
 //! address, for up to `auth_max_tracked_addresses` addresses. Service names are nearly
 //! always a few daemon names ([`SERVICES`]), kept inline as 4-bit codes. User names and any
-//! other service name are packed as length-prefixed bytes in one boxed slice that grows by
-//! exactly the name added (it changes at most a few times per address, so the copy on each
-//! addition is cheap).
+//! other service name are packed in one boxed slice that grows by exactly the name added
+//! (it changes at most a few times per address, so the copy on each addition is cheap):
+//! a name brute-force dictionaries try first ([`COMMON_NAMES`]) as one byte, any other as
+//! a length byte and its text.
 
 /// Service names kept as a code (its index + 1) instead of text.
 const SERVICES: [&str; 14] = [
@@ -29,16 +30,88 @@ const SERVICES: [&str; 14] = [
 const PACKED_SERVICE: u16 = 15;
 /// Service codes in [`AddrNames::services`].
 const SERVICE_SLOTS: usize = 4;
-/// Longest name kept (bytes; longer ones are cut at a character boundary).
-const MAX_NAME_BYTES: usize = u8::MAX as usize;
+/// Longest name kept (bytes; longer ones are cut at a character boundary). The detector
+/// keeps at most 64.
+const MAX_NAME_BYTES: usize = 127;
+/// A packed byte with this bit is a whole name: [`COMMON_NAMES`] at the other bits.
+const COMMON: u8 = 0x80;
+/// User names packed as one byte (at most 128). Matching runs only when a name is added;
+/// a lookup compares the packed names' text as before.
+const COMMON_NAMES: [&str; 64] = [
+    "root",
+    "admin",
+    "test",
+    "user",
+    "ubuntu",
+    "oracle",
+    "postgres",
+    "git",
+    "ftpuser",
+    "guest",
+    "deploy",
+    "www-data",
+    "support",
+    "pi",
+    "mysql",
+    "hadoop",
+    "minecraft",
+    "steam",
+    "a",
+    "info",
+    "administrator",
+    "ftp",
+    "ec2-user",
+    "centos",
+    "debian",
+    "dev",
+    "devops",
+    "jenkins",
+    "tomcat",
+    "nagios",
+    "ansible",
+    "docker",
+    "elastic",
+    "es",
+    "kafka",
+    "redis",
+    "odoo",
+    "user1",
+    "test1",
+    "testuser",
+    "server",
+    "sysadmin",
+    "web",
+    "www",
+    "backup",
+    "operator",
+    "vagrant",
+    "azureuser",
+    "ubnt",
+    "default",
+    "service",
+    "teamspeak",
+    "ts3",
+    "zabbix",
+    "postfix",
+    "mail",
+    "nobody",
+    "apache",
+    "nginx",
+    "hduser",
+    "sol",
+    "solana",
+    "node",
+    "student",
+];
 
 /// User names (at most 255) and service names (at most four), each list in the order added
-/// and without repeats, names of at most 255 bytes (longer ones are cut at a character
+/// and without repeats, names of at most 127 bytes (longer ones are cut at a character
 /// boundary). 24 bytes inline and one allocation, none while no user name and no unusual
 /// service name was added.
 #[derive(Debug, Default)]
 pub(crate) struct AddrNames {
-    /// The user names, then the service names that have no code, each as one length byte
+    /// The user names, then the service names that have no code, each as one byte
+    /// [`COMMON`] | its index in [`COMMON_NAMES`], or as one length byte (below 128)
     /// followed by its UTF-8 bytes.
     packed: Box<[u8]>,
     /// User names not kept because the caller's cap was reached (saturating).
@@ -72,7 +145,7 @@ impl AddrNames {
             .any(|n| n == name)
     }
 
-    /// Adds `name` (cut to 255 bytes) after the other user names; callers check
+    /// Adds `name` (cut to 127 bytes) after the other user names; callers check
     /// [`AddrNames::has_user`] and their own cap first. At most 255 user names are kept.
     pub(crate) fn push_user(&mut self, name: &str) {
         let Some(users) = self.users.checked_add(1) else {
@@ -104,7 +177,7 @@ impl AddrNames {
         }
     }
 
-    /// Adds `name` (cut to 255 bytes) after the other service names; callers check
+    /// Adds `name` (cut to 127 bytes) after the other service names; callers check
     /// [`AddrNames::has_service`] first. At most four service names are kept.
     pub(crate) fn push_service(&mut self, name: &str) {
         let at = self.services_len();
@@ -142,6 +215,12 @@ impl AddrNames {
         let mut rest: &[u8] = &self.packed;
         std::iter::from_fn(move || {
             let (&n, tail) = rest.split_first()?;
+            if n & COMMON != 0 {
+                rest = tail;
+                return COMMON_NAMES
+                    .get(usize::from(n & !COMMON))
+                    .map(|name| name.as_bytes());
+            }
             let (name, tail) = tail.split_at_checked(usize::from(n))?;
             rest = tail;
             Some(name)
@@ -156,30 +235,62 @@ impl AddrNames {
 
     /// The byte offset where the `n`-th packed name starts (the end when there are fewer).
     fn packed_end(&self, n: usize) -> usize {
-        let skipped: usize = self.packed_names().take(n).map(|s| 1 + s.len()).sum();
-        skipped.min(self.packed.len())
+        let mut at = 0;
+        for _ in 0..n {
+            match self.packed.get(at) {
+                Some(&b) if b & COMMON != 0 => at += 1,
+                Some(&len) => at += 1 + usize::from(len),
+                None => break,
+            }
+        }
+        at.min(self.packed.len())
     }
 
-    /// Inserts `name` (cut to 255 bytes) as a packed name at byte offset `at`, in a new
+    /// Inserts `name` (cut to 127 bytes) as a packed name at byte offset `at`, in a new
     /// allocation of exactly the new size.
     fn insert_packed(&mut self, at: usize, name: &str) {
         let name = crate::text::prefix_within(name, MAX_NAME_BYTES);
-        let Ok(n) = u8::try_from(name.len()) else {
-            return;
+        let common = COMMON_NAMES
+            .iter()
+            .position(|c| *c == name)
+            .and_then(|i| u8::try_from(i).ok());
+        let (first, text) = match common {
+            Some(i) => (COMMON | i, ""),
+            None => match u8::try_from(name.len()) {
+                Ok(len) => (len, name),
+                Err(_) => return,
+            },
         };
         let (head, tail) = self.packed.split_at(at.min(self.packed.len()));
-        let mut packed = Vec::with_capacity(self.packed.len() + 1 + name.len());
+        let mut packed = Vec::with_capacity(self.packed.len() + 1 + text.len());
         packed.extend_from_slice(head);
-        packed.push(n);
-        packed.extend_from_slice(name.as_bytes());
+        packed.push(first);
+        packed.extend_from_slice(text.as_bytes());
         packed.extend_from_slice(tail);
         self.packed = packed.into_boxed_slice();
     }
 }
 
+/// The code of `name` in [`SERVICES`]. Runs for every failure line: a `match` compares the
+/// length first and then at most a few names.
 fn service_code(name: &str) -> Option<u16> {
-    let i = SERVICES.iter().position(|s| *s == name)?;
-    u16::try_from(i + 1).ok()
+    Some(match name {
+        "sshd" => 1,
+        "sshd-session" => 2,
+        "auth" => 3,
+        "auth-worker" => 4,
+        "imap-login" => 5,
+        "pop3-login" => 6,
+        "submission-login" => 7,
+        "managesieve-login" => 8,
+        "dovecot" => 9,
+        "vsftpd" => 10,
+        "proftpd" => 11,
+        "pure-ftpd" => 12,
+        "su" => 13,
+        "login" => 14,
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -208,7 +319,7 @@ mod tests {
         l.push_user(&long);
         l.push_service(&long);
         let kept = l.users().next().unwrap_or_default();
-        assert_eq!(kept.len(), 254);
+        assert_eq!(kept.len(), 126);
         assert!(long.starts_with(kept));
         assert!(l.has_user(&long), "the same long name matches its cut form");
         assert!(l.has_service(&long));
@@ -223,6 +334,34 @@ mod tests {
         }
         assert_eq!(l.users_len(), 255);
         assert_eq!(l.users().count(), 255);
+    }
+
+    #[test]
+    fn common_names_take_one_byte_and_read_back() {
+        let mut l = AddrNames::default();
+        for n in ["root", "alice@example.com", "admin", "a", "rootx"] {
+            l.push_user(n);
+        }
+        l.push_service("x-ftp");
+        assert_eq!(l.packed.len(), 3 + (1 + 17) + (1 + 5) + (1 + 5));
+        assert_eq!(
+            l.users().collect::<Vec<_>>(),
+            ["root", "alice@example.com", "admin", "a", "rootx"]
+        );
+        assert_eq!(l.services().collect::<Vec<_>>(), ["x-ftp"]);
+        assert!(l.has_user("admin") && l.has_user("rootx") && !l.has_user("x-ftp"));
+        let mut seen = std::collections::HashSet::new();
+        for n in COMMON_NAMES {
+            assert!(seen.insert(n) && n.len() <= 64, "{n}");
+        }
+    }
+
+    #[test]
+    fn service_codes_match_their_names() {
+        for (i, name) in SERVICES.iter().enumerate() {
+            assert_eq!(service_code(name).map(usize::from), Some(i + 1), "{name}");
+        }
+        assert_eq!(service_code("sshd "), None);
     }
 
     #[test]
