@@ -37,7 +37,7 @@ use crate::findings::{Finding, Severity};
 use crate::text::{prefix_within, printable_prefix};
 
 use super::known::{KnownLogins, Seen};
-use super::names::NameList;
+use super::names::AddrNames;
 use super::parse::{parse_line, AuthEvent, AuthKind, AuthService};
 use super::table::AddrTable;
 use super::thresholds::{AuthThresholds, SharedThresholds};
@@ -89,7 +89,7 @@ enum Channel {
     DovecotPam,
 }
 
-/// Failure state of one address.
+/// Failure state of one address (64 bytes: the table holds one per tracked address).
 struct Track {
     window_start: i64,
     last_seen: i64,
@@ -98,14 +98,21 @@ struct Track {
     dc_login: u32,
     dc_auth: u32,
     dc_pam: u32,
-    ssh_alerted: bool,
-    pam_alerted: bool,
-    conn_port: Option<u16>,
-    credit: bool,
-    users: NameList,
-    users_more: u32,
-    services: NameList,
+    /// The source port of the connection counted last, when [`CONN_PORT`] is set.
+    conn_port: u16,
+    /// [`SSH_ALERTED`], [`PAM_ALERTED`], [`CONN_PORT`], [`CREDIT`].
+    flags: u8,
+    names: AddrNames,
 }
+
+/// `ssh_bruteforce` was emitted in this window.
+const SSH_ALERTED: u8 = 1;
+/// `pam_bruteforce` was emitted in this window.
+const PAM_ALERTED: u8 = 2;
+/// `conn_port` holds a port.
+const CONN_PORT: u8 = 4;
+/// The connection's connection-level line covers its first password attempt.
+const CREDIT: u8 = 8;
 
 impl Track {
     fn new(now: i64) -> Track {
@@ -117,20 +124,37 @@ impl Track {
             dc_login: 0,
             dc_auth: 0,
             dc_pam: 0,
-            ssh_alerted: false,
-            pam_alerted: false,
-            conn_port: None,
-            credit: false,
-            users: NameList::default(),
-            users_more: 0,
-            services: NameList::default(),
+            conn_port: 0,
+            flags: 0,
+            names: AddrNames::default(),
         }
     }
 
+    fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    fn set(&mut self, flag: u8, on: bool) {
+        if on {
+            self.flags |= flag;
+        } else {
+            self.flags &= !flag;
+        }
+    }
+
+    fn conn_port(&self) -> Option<u16> {
+        self.has(CONN_PORT).then_some(self.conn_port)
+    }
+
+    fn set_conn_port(&mut self, port: Option<u16>) {
+        self.set(CONN_PORT, port.is_some());
+        self.conn_port = port.unwrap_or(0);
+    }
+
     fn restart_window(&mut self, now: i64) {
-        let port = self.conn_port;
+        let port = self.conn_port();
         *self = Track::new(now);
-        self.conn_port = port;
+        self.set_conn_port(port);
     }
 
     fn pam_score(&self) -> u32 {
@@ -140,20 +164,23 @@ impl Track {
 
     /// How much an sshd event adds (see the module doc).
     fn ssh_weight(&mut self, ev: &AuthEvent<'_>) -> u32 {
-        let same_conn = ev.port.is_some() && self.conn_port == ev.port;
+        let same_conn = ev.port.is_some() && self.conn_port() == ev.port;
         let attempt =
             ev.kind == AuthKind::Failure && !matches!(ev.method, Some("none" | "publickey"));
         if attempt {
-            let covered = same_conn && self.credit;
-            self.conn_port = ev.port;
-            self.credit = false;
+            let covered = same_conn && self.has(CREDIT);
+            self.set_conn_port(ev.port);
+            self.set(CREDIT, false);
             u32::from(!covered)
         } else if same_conn {
             0
         } else {
-            self.conn_port = ev.port;
-            self.credit = matches!(ev.kind, AuthKind::InvalidUser | AuthKind::NotAllowed)
-                || ev.kind == AuthKind::Failure;
+            self.set_conn_port(ev.port);
+            self.set(
+                CREDIT,
+                matches!(ev.kind, AuthKind::InvalidUser | AuthKind::NotAllowed)
+                    || ev.kind == AuthKind::Failure,
+            );
             1
         }
     }
@@ -161,19 +188,20 @@ impl Track {
     /// Returns false when the user could not be recorded (cap).
     fn note(&mut self, user: Option<&str>, service: &str) -> bool {
         let service = prefix_within(service, 32);
-        if self.services.len() < MAX_SERVICES_PER_ADDRESS && !self.services.contains(service) {
-            self.services.push(service);
+        if self.names.services_len() < MAX_SERVICES_PER_ADDRESS && !self.names.has_service(service)
+        {
+            self.names.push_service(service);
         }
         let Some(user) = user else { return true };
         let user = prefix_within(user, MAX_USER_IN_FINDING);
-        if self.users.contains(user) {
+        if self.names.has_user(user) {
             return true;
         }
-        if self.users.len() < MAX_USERS_PER_ADDRESS {
-            self.users.push(user);
+        if self.names.users_len() < MAX_USERS_PER_ADDRESS {
+            self.names.push_user(user);
             true
         } else {
-            self.users_more = self.users_more.saturating_add(1);
+            self.names.count_user_not_kept();
             false
         }
     }
@@ -310,17 +338,17 @@ impl AuthDetector {
         }
         let limit = self.th.failures;
         let (check, count) = if channel == Channel::Ssh {
-            if t.ssh < limit || t.ssh_alerted {
+            if t.ssh < limit || t.has(SSH_ALERTED) {
                 return;
             }
-            t.ssh_alerted = true;
+            t.set(SSH_ALERTED, true);
             (CHECK_SSH_BRUTEFORCE, t.ssh)
         } else {
             let score = t.pam_score();
-            if score < limit || t.pam_alerted {
+            if score < limit || t.has(PAM_ALERTED) {
                 return;
             }
-            t.pam_alerted = true;
+            t.set(PAM_ALERTED, true);
             (CHECK_PAM_BRUTEFORCE, score)
         };
         let f = bruteforce_finding(check, ip, count, t, &self.th, self.clock.now());
@@ -432,20 +460,20 @@ fn bruteforce_finding(
         "{count} failed logins from {ip} within {} s (threshold {}); users: ",
         th.window_secs, th.failures
     );
-    if t.users.is_empty() {
+    if t.names.users_len() == 0 {
         details.push_str("(none logged)");
     }
-    for (i, u) in t.users.iter().enumerate() {
+    for (i, u) in t.names.users().enumerate() {
         if i > 0 {
             details.push_str(", ");
         }
         details.push_str(&printable_prefix(u, MAX_USER_IN_FINDING));
     }
-    if t.users_more > 0 {
-        let _ = write!(details, " (+{} more)", t.users_more);
+    if t.names.users_more() > 0 {
+        let _ = write!(details, " (+{} more)", t.names.users_more());
     }
     details.push_str("; services: ");
-    for (i, s) in t.services.iter().enumerate() {
+    for (i, s) in t.names.services().enumerate() {
         if i > 0 {
             details.push_str(", ");
         }
@@ -458,3 +486,13 @@ fn bruteforce_finding(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod size {
+    #[test]
+    fn track_is_64_bytes() {
+        // The table keeps one per tracked address (Option<Track>: the box is the niche).
+        assert_eq!(std::mem::size_of::<super::AddrNames>(), 24);
+        assert_eq!(std::mem::size_of::<Option<super::Track>>(), 64);
+    }
+}
