@@ -17,8 +17,8 @@
 
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::hash::{BuildHasher, Hash, Hasher, RandomState};
-use std::sync::Arc;
+use std::hash::{BuildHasher, DefaultHasher, Hash, Hasher, RandomState};
+use std::sync::{Arc, OnceLock};
 
 use jiff::Timestamp;
 
@@ -112,17 +112,68 @@ impl<'a> Borrow<dyn KeyView + 'a> for Entry {
     }
 }
 
-/// An entry's bookkeeping.
+/// An entry's bookkeeping in 8 bytes: the dispatch sequence of its latest merge (recency
+/// for eviction, and the entry's identity in the recency queues: unique among live entries)
+/// and, in the top bit, whether it is an event finding (see the module docs) rather than a
+/// condition finding.
 #[derive(Clone, Copy)]
-struct Slot {
-    /// Dispatch sequence of the latest merge: recency for eviction, and the entry's
-    /// identity in the recency queues (unique among live entries).
-    seq: u64,
-    /// An event finding (see the module docs), as opposed to a condition finding.
-    event: bool,
+struct Slot(u64);
+
+const EVENT_BIT: u64 = 1 << 63;
+
+impl Slot {
+    fn new(seq: u64, event: bool) -> Slot {
+        Slot((seq & !EVENT_BIT) | if event { EVENT_BIT } else { 0 })
+    }
+
+    fn seq(self) -> u64 {
+        self.0 & !EVENT_BIT
+    }
+
+    fn event(self) -> bool {
+        self.0 & EVENT_BIT != 0
+    }
 }
 
-type Shard = HashMap<Entry, Slot>;
+/// A recency queue item in 8 bytes: an entry's sequence (low 52 bits; they wrap after 2^52
+/// merges, far beyond any uptime) and its shard index (high 12 bits).
+#[derive(Clone, Copy)]
+struct Queued(u64);
+
+const SHARD_SHIFT: u32 = 52;
+const SEQ_MASK: u64 = (1 << SHARD_SHIFT) - 1;
+const _: () = assert!(GROUPS * PER_GROUP <= 1 << (64 - SHARD_SHIFT));
+
+impl Queued {
+    fn new(seq: u64, shard: usize) -> Queued {
+        Queued(((shard as u64) << SHARD_SHIFT) | (seq & SEQ_MASK))
+    }
+
+    fn shard(self) -> usize {
+        (self.0 >> SHARD_SHIFT) as usize
+    }
+
+    /// Whether `slot` is the entry this item was queued for.
+    fn is(self, slot: Slot) -> bool {
+        slot.seq() & SEQ_MASK == self.0 & SEQ_MASK
+    }
+}
+
+/// The hasher of every shard's map: one process-wide random key, since a `RandomState` in
+/// each of the 4,096 shards would cost 16 bytes apiece.
+#[derive(Clone, Copy, Default)]
+struct ShardHasher;
+
+impl BuildHasher for ShardHasher {
+    type Hasher = DefaultHasher;
+
+    fn build_hasher(&self) -> DefaultHasher {
+        static KEYS: OnceLock<RandomState> = OnceLock::new();
+        KEYS.get_or_init(RandomState::new).build_hasher()
+    }
+}
+
+type Shard = HashMap<Entry, Slot, ShardHasher>;
 type Group = Vec<Arc<Shard>>;
 
 const GROUP_BITS: u32 = 6;
@@ -304,7 +355,7 @@ pub struct ActiveSet {
     /// Entries are not removed when they merge again or leave: a queued seq that no entry of
     /// its shard has (of that kind) is stale and skipped. Rebuilt when more than half is
     /// stale.
-    recency: [VecDeque<(u64, u32)>; 2],
+    recency: [VecDeque<Queued>; 2],
     /// Live entries per kind: [condition, event].
     kinds: [usize; 2],
     /// The messages of the condition entries of each check, so a completed check resolves
@@ -318,7 +369,7 @@ impl Default for ActiveSet {
     fn default() -> Self {
         ActiveSet {
             groups: (0..GROUPS)
-                .map(|_| Arc::new((0..PER_GROUP).map(|_| Arc::new(Shard::new())).collect()))
+                .map(|_| Arc::new((0..PER_GROUP).map(|_| Arc::new(Shard::default())).collect()))
                 .collect(),
             hasher: RandomState::new(),
             len: 0,
@@ -356,7 +407,7 @@ impl ActiveSet {
         for g in &self.groups {
             for sh in g.iter() {
                 for (e, s) in sh.iter() {
-                    all.push((e.0.last_seen, s.seq, e.0.clone()));
+                    all.push((e.0.last_seen, s.seq(), e.0.clone()));
                 }
             }
         }
@@ -370,14 +421,13 @@ impl ActiveSet {
             let view: &dyn KeyView = &(f.check.as_str(), f.message.as_str());
             let i = self.shard_index(view);
             if let Some(slot) = self.shard_mut_at(i).get_mut(view) {
-                slot.seq = seq;
-                slot.event = event;
+                *slot = Slot::new(seq, event);
             }
             if !event {
                 self.index_condition(&f);
             }
             self.kinds[usize::from(event)] += 1;
-            self.recency[usize::from(event)].push_back((seq, i as u32));
+            self.recency[usize::from(event)].push_back(Queued::new(seq, i));
         }
     }
 
@@ -431,8 +481,8 @@ impl ActiveSet {
         if !event {
             self.index_condition(&f);
         }
-        self.shard_mut_at(i).insert(Entry(f), Slot { seq, event });
-        self.recency[usize::from(event)].push_back((seq, i as u32));
+        self.shard_mut_at(i).insert(Entry(f), Slot::new(seq, event));
+        self.recency[usize::from(event)].push_back(Queued::new(seq, i));
         self.kinds[usize::from(event)] += 1;
         self.len += 1;
     }
@@ -462,10 +512,10 @@ impl ActiveSet {
             counts.add(&old, -1);
             counts.add(&merged, 1);
         }
-        let kind = slot.event;
+        let kind = slot.event();
         self.shard_mut_at(i)
-            .insert(Entry(merged.clone()), Slot { seq, event: kind });
-        self.recency[usize::from(kind)].push_back((seq, i as u32));
+            .insert(Entry(merged.clone()), Slot::new(seq, kind));
+        self.recency[usize::from(kind)].push_back(Queued::new(seq, i));
         self.compact(kind);
         (merged, false)
     }
@@ -480,12 +530,13 @@ impl ActiveSet {
             shard.shrink_to_fit();
         }
         Arc::make_mut(&mut self.counts).add(&f, -1);
-        if !slot.event {
+        let event = slot.event();
+        if !event {
             self.unindex_condition(&f);
         }
-        self.kinds[usize::from(slot.event)] -= 1;
+        self.kinds[usize::from(event)] -= 1;
         self.len -= 1;
-        self.compact(slot.event);
+        self.compact(event);
         Some(f)
     }
 
@@ -538,7 +589,7 @@ impl ActiveSet {
             .iter()
             .flat_map(|g| g.iter())
             .flat_map(|s| s.iter())
-            .filter(|(e, s)| s.event && e.0.last_seen < cutoff)
+            .filter(|(e, s)| s.event() && e.0.last_seen < cutoff)
             .map(|(e, _)| e.0.clone())
             .collect();
         self.remove(gone.iter().map(|f| (f.check.as_str(), f.message.as_str())))
@@ -551,14 +602,14 @@ impl ActiveSet {
         let mut out = Removed::default();
         while self.len > max {
             let kind = usize::from(self.kinds[1] > 0);
-            let Some((seq, i)) = self.recency[kind].pop_front() else {
+            let Some(queued) = self.recency[kind].pop_front() else {
                 break;
             };
             // A shard holds a handful of entries (the set is bounded, 4,096 shards).
             let live = self
-                .shard_at(i as usize)
+                .shard_at(queued.shard())
                 .iter()
-                .find(|(_, s)| s.seq == seq && usize::from(s.event) == kind)
+                .find(|(_, s)| queued.is(**s) && usize::from(s.event()) == kind)
                 .map(|(e, _)| e.0.clone());
             if let Some(f) = live {
                 if let Some(gone) = self.remove_key(&f.check, &f.message) {
@@ -578,15 +629,22 @@ impl ActiveSet {
         if self.recency[kind].len() <= 2 * self.kinds[kind] + 1024 {
             return;
         }
-        let mut live: Vec<(u64, u32)> = Vec::with_capacity(self.kinds[kind]);
+        let mut live: Vec<(u64, usize)> = Vec::with_capacity(self.kinds[kind]);
         for (gi, g) in self.groups.iter().enumerate() {
             for (si, sh) in g.iter().enumerate() {
-                let i = ((gi << SHARD_BITS) | si) as u32;
-                live.extend(sh.values().filter(|s| s.event == event).map(|s| (s.seq, i)));
+                let i = (gi << SHARD_BITS) | si;
+                live.extend(
+                    sh.values()
+                        .filter(|s| s.event() == event)
+                        .map(|s| (s.seq(), i)),
+                );
             }
         }
         live.sort_unstable_by_key(|(seq, _)| *seq);
-        self.recency[kind] = live.into();
+        self.recency[kind] = live
+            .into_iter()
+            .map(|(seq, i)| Queued::new(seq, i))
+            .collect();
     }
 
     /// An immutable view of the set now (copies 64 pointers).
@@ -609,7 +667,7 @@ impl ActiveSet {
     /// Whether the entry of (check, message) is an event finding.
     pub fn is_event(&self, check: &str, message: &str) -> Option<bool> {
         let view: &dyn KeyView = &(check, message);
-        self.shard(view).get(view).map(|s| s.event)
+        self.shard(view).get(view).map(|s| s.event())
     }
 
     pub fn len(&self) -> usize {
@@ -695,6 +753,18 @@ mod tests {
         assert_eq!(keys(&gone), ["x"], "only event findings expire");
         assert_eq!(s.snapshot().sorted()[0].message, "keep");
         assert_eq!(s.counts().by_check.len(), 1);
+    }
+
+    #[test]
+    fn an_entry_costs_sixteen_bytes_in_its_shard_and_eight_in_a_queue() {
+        assert_eq!(std::mem::size_of::<(Entry, Slot)>(), 16);
+        assert_eq!(std::mem::size_of::<Queued>(), 8);
+        assert_eq!(std::mem::size_of::<ShardHasher>(), 0);
+        let s = Slot::new(SEQ_MASK + 5, true);
+        assert!(s.event() && s.seq() == SEQ_MASK + 5);
+        let q = Queued::new(SEQ_MASK + 5, GROUPS * PER_GROUP - 1);
+        assert!(q.is(s) && q.shard() == GROUPS * PER_GROUP - 1);
+        assert!(!q.is(Slot::new(6, true)));
     }
 
     #[test]
