@@ -301,27 +301,28 @@ fn a_restart_restores_incidents_with_their_state_and_ids() {
     let _ = std::fs::remove_dir_all(&f.dir);
 }
 
-#[test]
-fn unreadable_rows_are_removed_not_fatal() {
-    let f = setup("bad");
-    f.store
-        .write(|c| {
-            c.execute_batch(
-                "INSERT INTO incident_snapshots VALUES ('ip','not-an-ip',1,1,0,0,1,'[]','[]',0);
-                 INSERT INTO incident_snapshots VALUES ('account','bob',2,9,0,0,1,'[]','[]',0);
-                 INSERT INTO incident_snapshots VALUES ('host','x',3,1,0,0,1,'{','[]',0);
-                 INSERT INTO incident_snapshots VALUES ('account','carol',4,1,0,0,1,'[\"c\"]','[]',0);",
-            )
-        })
-        .unwrap();
-    let reg = Registry::new();
-    let again = Incidents::persistent(
+/// Writes `sql` into the store, then restores a persistent instance from it.
+fn restored_after(f: &Fixture, sql: &'static str) -> Arc<Incidents> {
+    f.store.write(move |c| c.execute_batch(sql)).unwrap();
+    Incidents::persistent(
         f.clock.clone(),
         Duration::from_secs(3600),
         f.store.clone(),
-        &reg,
+        &Registry::new(),
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn unreadable_rows_are_removed_not_fatal() {
+    let f = setup("bad");
+    let again = restored_after(
+        &f,
+        "INSERT INTO incident_snapshots VALUES ('ip','not-an-ip',1,1,0,0,1,'[]','[]',0);
+         INSERT INTO incident_snapshots VALUES ('account','bob',2,9,0,0,1,'[]','[]',0);
+         INSERT INTO incident_snapshots VALUES ('host','x',3,1,0,0,1,'{','[]',0);
+         INSERT INTO incident_snapshots VALUES ('account','carol',4,1,0,0,1,'[\"c\"]','[]',0);",
+    );
     let list = again.list();
     assert_eq!(list.len(), 1);
     assert_eq!(list[0].key, "carol");
@@ -332,23 +333,12 @@ fn unreadable_rows_are_removed_not_fatal() {
 #[test]
 fn an_address_stored_in_another_text_is_written_again_in_the_usual_one() {
     let f = setup("canonical");
-    f.store
-        .write(|c| {
-            c.execute_batch(
-                "INSERT INTO incident_snapshots VALUES ('ip','2001:DB8::1',1,1,0,0,1,'[\"a\"]','[]',0);
-                 INSERT INTO incident_snapshots VALUES ('ip','2001:db8::2',2,1,0,5,1,'[\"older\"]','[]',0);
-                 INSERT INTO incident_snapshots VALUES ('ip','2001:DB8:0::2',3,1,0,9,1,'[\"newer\"]','[]',0);",
-            )
-        })
-        .unwrap();
-    let reg = Registry::new();
-    let again = Incidents::persistent(
-        f.clock.clone(),
-        Duration::from_secs(3600),
-        f.store.clone(),
-        &reg,
-    )
-    .unwrap();
+    let again = restored_after(
+        &f,
+        "INSERT INTO incident_snapshots VALUES ('ip','2001:DB8::1',1,1,0,0,1,'[\"a\"]','[]',0);
+         INSERT INTO incident_snapshots VALUES ('ip','2001:db8::2',2,1,0,5,1,'[\"older\"]','[]',0);
+         INSERT INTO incident_snapshots VALUES ('ip','2001:DB8:0::2',3,1,0,9,1,'[\"newer\"]','[]',0);",
+    );
     let list = again.list();
     let shown: Vec<_> = list
         .iter()
