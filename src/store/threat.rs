@@ -7,6 +7,8 @@
 //! Times are microseconds since the Unix epoch. Addresses are in canonical text form
 //! (IPv4-mapped IPv6 written as IPv4).
 
+use std::borrow::Borrow;
+
 use rusqlite::{params, Connection, OptionalExtension};
 
 /// Event kinds, in the order of the `n_*` count columns.
@@ -50,8 +52,39 @@ pub struct EventRow {
     pub message: String,
 }
 
+/// An attack event to insert, borrowing its text (the attack database writes its pending
+/// events without copying them into [`EventRow`]s).
+#[derive(Clone, Copy, Debug)]
+pub struct NewEvent<'a> {
+    pub at: i64,
+    pub ip: &'a str,
+    pub kind: &'a str,
+    /// Finding severity level (0 WARNING, 1 HIGH, 2 CRITICAL).
+    pub severity: i64,
+    pub check: &'a str,
+    pub account: Option<&'a str>,
+    pub message: &'a str,
+}
+
+impl<'a> From<&'a EventRow> for NewEvent<'a> {
+    fn from(e: &'a EventRow) -> NewEvent<'a> {
+        NewEvent {
+            at: e.at,
+            ip: &e.ip,
+            kind: &e.kind,
+            severity: e.severity,
+            check: &e.check,
+            account: e.account.as_deref(),
+            message: &e.message,
+        }
+    }
+}
+
 /// Inserts or replaces records (one prepared statement).
-pub fn upsert_records(c: &Connection, rows: &[RecordRow]) -> rusqlite::Result<()> {
+pub fn upsert_records<R: Borrow<RecordRow>>(
+    c: &Connection,
+    rows: impl IntoIterator<Item = R>,
+) -> rusqlite::Result<()> {
     let mut st = c.prepare_cached(
         "INSERT OR REPLACE INTO attack_records(ip, first_seen, last_seen, n_brute_force,
             n_webshell_upload, n_phishing, n_command_and_control, n_waf_block, n_auth_success,
@@ -60,6 +93,7 @@ pub fn upsert_records(c: &Connection, rows: &[RecordRow]) -> rusqlite::Result<()
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
     )?;
     for r in rows {
+        let r = r.borrow();
         let accounts = serde_json::to_string(&r.accounts).unwrap_or_else(|_| "[]".into());
         st.execute(params![
             r.ip,
@@ -137,7 +171,10 @@ pub fn count_records(c: &Connection) -> rusqlite::Result<u64> {
 }
 
 /// Appends events (one prepared statement).
-pub fn insert_events(c: &Connection, rows: &[EventRow]) -> rusqlite::Result<()> {
+pub fn insert_events<'a>(
+    c: &Connection,
+    rows: impl IntoIterator<Item = NewEvent<'a>>,
+) -> rusqlite::Result<()> {
     let mut st = c.prepare_cached(
         "INSERT INTO attack_events(at, ip, kind, severity, check_name, account, message)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -468,7 +505,7 @@ mod tests {
             account: None,
             message: "m".into(),
         };
-        insert_events(&c, &[ev(1), ev(2), ev(3)]).unwrap();
+        insert_events(&c, [ev(1), ev(2), ev(3)].iter().map(NewEvent::from)).unwrap();
         let (list, more) = events_of(&c, "192.0.2.7", 2).unwrap();
         assert_eq!(list.iter().map(|e| e.at).collect::<Vec<_>>(), vec![3, 2]);
         assert!(more);

@@ -33,7 +33,7 @@ use super::score;
 use crate::findings::evidence::AttackKind;
 use crate::findings::Severity;
 use crate::queue::{Admitted, QueueHealth};
-use crate::store::threat::{EventRow, RecordRow};
+use crate::store::threat::{NewEvent, RecordRow};
 use crate::text::prefix_within;
 
 /// Events held for the store at most (a safety cap; the oldest are dropped and counted).
@@ -382,45 +382,27 @@ impl Batch {
     /// Writes the batch: events (in order), then changed records, then deletions.
     pub fn write(&self, c: &rusqlite::Connection) -> rusqlite::Result<()> {
         use std::fmt::Write as _;
-        fn set(buf: &mut String, s: &str) {
-            buf.clear();
-            buf.push_str(s);
-        }
-        // One row reused for every event: writing allocates nothing per event.
-        let mut row = EventRow {
-            at: 0,
-            ip: String::new(),
-            kind: String::new(),
-            severity: 0,
-            check: String::new(),
-            account: None,
-            message: String::new(),
-        };
-        let mut spare = String::new();
+        // The rows borrow the pending events' text; only the address is formatted, into one
+        // buffer for every event.
+        let mut ip = String::new();
         for p in &self.pending {
-            row.at = p.at;
-            row.ip.clear();
-            let _ = write!(row.ip, "{}", ip_of(&p.key));
-            set(&mut row.kind, p.kind.name());
-            row.severity = i64::from(p.severity.level());
-            set(&mut row.check, &p.check);
-            let mut account = row
-                .account
-                .take()
-                .unwrap_or_else(|| std::mem::take(&mut spare));
-            match p.account.as_deref() {
-                Some(a) => {
-                    set(&mut account, prefix_within(a, MAX_EVENT_NAME));
-                    row.account = Some(account);
-                }
-                None => spare = account,
-            }
-            set(&mut row.message, &p.message);
-            crate::store::threat::insert_events(c, std::slice::from_ref(&row))?;
+            ip.clear();
+            let _ = write!(ip, "{}", ip_of(&p.key));
+            let event = NewEvent {
+                at: p.at,
+                ip: &ip,
+                kind: p.kind.name(),
+                severity: i64::from(p.severity.level()),
+                check: &p.check,
+                account: p
+                    .account
+                    .as_deref()
+                    .map(|a| prefix_within(a, MAX_EVENT_NAME)),
+                message: &p.message,
+            };
+            crate::store::threat::insert_events(c, [event])?;
         }
-        for row in self.rows() {
-            crate::store::threat::upsert_records(c, std::slice::from_ref(&row))?;
-        }
+        crate::store::threat::upsert_records(c, self.rows())?;
         crate::store::threat::delete_records(c, &self.deletes)
     }
 
@@ -1158,6 +1140,7 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use crate::queue::RowConfig;
+    use crate::store::threat::EventRow;
 
     fn db(max: usize) -> AttackDb {
         let c = ManualClock::at_epoch_2026();
