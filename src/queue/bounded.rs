@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
 use parking_lot::{Condvar, Mutex};
 
+use super::capacity::Capacity;
 use super::health::QueueHealth;
 use super::ring::AdmissionRing;
 use super::types::{Admitted, Phase, RowConfig};
@@ -28,15 +29,13 @@ struct Inner<T> {
     tx: Sender<Entry<T>>,
     rx: Receiver<Entry<T>>,
     /// Slots taken: items waiting plus admissions between their reservation and their send.
-    /// Never above `capacity`.
-    taken: AtomicUsize,
+    slots: Capacity,
     /// Producers waiting in [`BoundedQueue::push_timeout`] for a slot; a pop wakes one.
     waiters: AtomicUsize,
     room: Mutex<()>,
     room_freed: Condvar,
     health: Arc<QueueHealth>,
     closed: AtomicBool,
-    capacity: usize,
 }
 
 /// Bounded multi-producer multi-consumer queue whose health is a [`QueueHealth`] row.
@@ -129,13 +128,12 @@ impl<T> BoundedQueue<T> {
             inner: Arc::new(Inner {
                 tx,
                 rx,
-                taken: AtomicUsize::new(0),
+                slots: Capacity::new(capacity),
                 waiters: AtomicUsize::new(0),
                 room: Mutex::new(()),
                 room_freed: Condvar::new(),
                 health,
                 closed: AtomicBool::new(false),
-                capacity,
             }),
         })
     }
@@ -147,7 +145,7 @@ impl<T> BoundedQueue<T> {
 
     /// Fixed capacity.
     pub fn capacity(&self) -> usize {
-        self.inner.capacity
+        self.inner.slots.max()
     }
 
     /// Items waiting now.
@@ -224,13 +222,7 @@ impl<T> BoundedQueue<T> {
     /// Takes a slot if one is free.
     #[inline]
     fn reserve(&self) -> bool {
-        let cap = self.inner.capacity;
-        self.inner
-            .taken
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| {
-                (t < cap).then_some(t + 1)
-            })
-            .is_ok()
+        self.inner.slots.try_take()
     }
 
     /// Takes a slot, waiting up to `timeout` for one to be freed.
@@ -269,7 +261,7 @@ impl<T> BoundedQueue<T> {
     #[inline]
     fn release(&self) {
         let inner = &self.inner;
-        inner.taken.fetch_sub(1, Ordering::SeqCst);
+        inner.slots.give_back(1);
         if inner.waiters.load(Ordering::SeqCst) > 0 {
             let _room = inner.room.lock();
             inner.room_freed.notify_one();
@@ -416,7 +408,7 @@ impl<T> BoundedQueue<T> {
 impl<T> fmt::Debug for BoundedQueue<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BoundedQueue")
-            .field("capacity", &self.inner.capacity)
+            .field("capacity", &self.capacity())
             .field("len", &self.len())
             .field("closed", &self.is_closed())
             .finish()

@@ -86,6 +86,7 @@
 //! Uncertain outcomes are not counted; they make the total a lower bound.
 
 mod bounded;
+mod capacity;
 mod guards;
 mod hclock;
 mod health;
@@ -98,6 +99,7 @@ mod types;
 mod work;
 
 pub use bounded::{BoundedQueue, PopError, QueueConfigError, RefuseReason};
+pub(crate) use capacity::Capacity;
 pub use guards::{RunningGuard, Ticket};
 pub use health::QueueHealth;
 pub use registry::{RegisterError, Registry, RowHandle};

@@ -24,7 +24,7 @@ pub mod waf;
 
 use std::any::Any;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -33,6 +33,8 @@ use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 use rusqlite::{Connection, OpenFlags};
 use serde::Serialize;
+
+use crate::queue::Capacity;
 
 /// Jobs the writer queue holds before callers are refused.
 pub const WRITER_QUEUE: usize = 4096;
@@ -99,9 +101,6 @@ struct Counters {
     refused: AtomicU64,
     commits: AtomicU64,
     waiting: AtomicU64,
-    /// Jobs in the channel (not yet taken by the writer): the bound of [`WRITER_QUEUE`].
-    /// The channel is unbounded so that its slots are allocated on use, not all at start.
-    queued: AtomicUsize,
     last_error_failed: AtomicBool,
     /// History rows not yet in the search index (updated by the writer).
     unindexed: AtomicU64,
@@ -126,6 +125,9 @@ pub struct StoreHealth {
 struct Inner {
     path: PathBuf,
     tx: Mutex<Option<Sender<Job>>>,
+    /// Jobs in the channel, not yet taken by the writer: [`WRITER_QUEUE`] at most. The
+    /// channel is unbounded so that its slots are allocated on use, not all at start.
+    queued: Capacity,
     readers: Mutex<Vec<Connection>>,
     counters: Counters,
     writer: Mutex<Option<JoinHandle<()>>>,
@@ -235,6 +237,7 @@ impl Store {
         let inner = Arc::new(Inner {
             path: path.to_path_buf(),
             tx: Mutex::new(Some(tx)),
+            queued: Capacity::new(WRITER_QUEUE),
             readers: Mutex::new(Vec::new()),
             counters: Counters::default(),
             writer: Mutex::new(None),
@@ -259,12 +262,7 @@ impl Store {
             return Err(StoreError::Closed);
         };
         let c = &self.inner.counters;
-        let room = c
-            .queued
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| {
-                (q < WRITER_QUEUE).then_some(q + 1)
-            });
-        if room.is_err() {
+        if !self.inner.queued.try_take() {
             c.refused.fetch_add(1, Ordering::Relaxed);
             return Err(StoreError::Busy);
         }
@@ -274,7 +272,7 @@ impl Store {
                 Ok(())
             }
             Err(_) => {
-                c.queued.fetch_sub(1, Ordering::Relaxed);
+                self.inner.queued.give_back(1);
                 Err(StoreError::Closed)
             }
         }
@@ -571,10 +569,7 @@ fn writer_loop(
         }
         let n = batch.len() as u64;
         if let Some(inner) = inner.upgrade() {
-            inner
-                .counters
-                .queued
-                .fetch_sub(batch.len(), Ordering::Relaxed);
+            inner.queued.give_back(batch.len());
         }
         let started = std::time::Instant::now();
         let results = run_batch(&conn, &mut batch);
