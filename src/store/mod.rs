@@ -728,7 +728,15 @@ mod tests {
         assert_eq!(s.health().writes_refused, 1);
         go_tx.send(()).unwrap();
         held.wait().unwrap();
-        // Everything queued commits; the queue takes jobs again.
+        // Everything queued commits (the writer takes it in batches after the held job's
+        // reply, so wait for that); then the queue takes jobs again.
+        for _ in 0..6000 {
+            if s.health().writer_waiting == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(s.health().writer_waiting, 0);
         s.write(|_| Ok(())).unwrap();
         assert_eq!(s.health().writes_ok, WRITER_QUEUE as u64 + 2);
         assert_eq!(s.health().writer_waiting, 0);
