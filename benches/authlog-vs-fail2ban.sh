@@ -6,8 +6,10 @@
 #    best of 3) against `fail2ban-regex LOG /etc/fail2ban/filter.d/sshd.conf` (single-threaded
 #    Python), in lines/s.
 # 2. Daemon vs daemon: the same lines appended at once to a log that a running daemon
-#    follows. svc: `cargo bench --bench logtail -- --skip-latency --log LOG` starts the real
-#    daemon and times until every line's findings and the log's position are committed.
+#    follows, in 128 KiB writes for both (`cat >>` for fail2ban, the logtail bench's
+#    default for svc), each timed from the start of the append. svc: `cargo bench --bench
+#    logtail -- --skip-latency --log LOG` starts the real daemon and times until every
+#    line's findings and the log's position are committed.
 #    fail2ban: fail2ban-server with the stock sshd filter and jail (backend polling, no
 #    actions, findtime 30 days so the log's timestamps count, in-memory database), timed
 #    until `fail2ban-client status sshd` "Total failed" settles (polled every 0.5 s;

@@ -7,17 +7,22 @@
 //!    times append -> the finding's event on an `/api/v1/events` stream (the finding has been
 //!    committed to the store by then). Prints p50/p90/p99/max over the samples.
 //! 2. **drain**: appends 1,000,000 lines of the generated mix (`benches/authlog/lines.rs`) in
-//!    one write and times until the log's committed position is at its end and every finding
-//!    the lines produce is in history (the count is computed in this process by the same
+//!    writes of 128 KiB, as `cat LOG >> followed.log` does (the fail2ban side of
+//!    `benches/authlog-vs-fail2ban.sh` gets the same lines that way), and times from the
+//!    first write until the log's committed position is at its end and every finding the
+//!    lines produce is in history (the count is computed in this process by the same
 //!    detector; the position is committed after its findings, so the first implies the
 //!    second). Both are read from the daemon's database with a read-only connection, so the
-//!    measurement puts no API work into the daemon. Prints the drain time, and the daemon's
-//!    peak RSS (`VmHWM`, over its whole life) and CPU.
+//!    measurement puts no API work into the daemon. Prints the drain time, how long the
+//!    append took, the daemon's peak RSS (`VmHWM`, over its whole life), its CPU per
+//!    thread and the store transactions it committed.
 //!
 //! Args (after `--`): `--samples N` (default 300), `--lines N` (1,000,000), `--rounds N`
 //! (drain rounds, default 1, each on a fresh daemon), `--skip-latency`, `--log FILE` (drain
 //! this existing file instead of generating one; used by `benches/authlog-vs-fail2ban.sh`),
-//! `--summary FILE` (`key=value` lines). Prints and asserts nothing about timing.
+//! `--append-chunk BYTES` (bytes per write of the drain's append, default 131072; 0 writes
+//! it all at once), `--summary FILE` (`key=value` lines). Prints and asserts nothing about
+//! timing.
 //!
 //! Run: `cargo bench --bench logtail`.
 #![allow(
@@ -163,12 +168,17 @@ fn subscribe(
     (rx, t)
 }
 
-fn append(log: &Path, text: &[u8]) {
+/// Appends `text` to `log` in writes of `chunk` bytes (all of it in one write when `chunk`
+/// is 0).
+fn append(log: &Path, text: &[u8], chunk: usize) {
     let mut f = std::fs::OpenOptions::new()
         .append(true)
         .open(log)
         .expect("open log");
-    f.write_all(text).expect("append");
+    let chunk = if chunk == 0 { text.len().max(1) } else { chunk };
+    for part in text.chunks(chunk) {
+        f.write_all(part).expect("append");
+    }
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -210,7 +220,7 @@ fn latency(samples: usize) -> Latency {
         std::thread::sleep(Duration::from_millis(5 + rng.below(21)));
         while rx.try_recv().is_ok() {}
         let t0 = Instant::now();
-        append(&log, line.as_bytes());
+        append(&log, line.as_bytes(), 0);
         let deadline = t0 + Duration::from_secs(5);
         let mut got = None;
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
@@ -271,6 +281,18 @@ struct Drain {
     /// CPU seconds per daemon thread during the drain (the busiest ones).
     threads: Vec<(String, f64)>,
     ingest_dropped: u64,
+    /// Store transactions and write jobs committed during the drain.
+    store_commits: u64,
+    store_writes: u64,
+}
+
+/// `(store_commits, store_writes)` from `/api/v1/performance`.
+fn store_counts(d: &common::Daemon) -> (u64, u64) {
+    let p = d.get("/api/v1/performance", common::ADMIN).json();
+    (
+        json_u64(&p["processed"]["store_commits"]),
+        json_u64(&p["processed"]["store_writes"]),
+    )
 }
 
 fn json_u64(v: &serde_json::Value) -> u64 {
@@ -297,7 +319,7 @@ fn history_rows(db: &rusqlite::Connection) -> u64 {
         .map_or(0, |n| n as u64)
 }
 
-fn drain(text: &str, expected: u64) -> Drain {
+fn drain(text: &str, expected: u64, chunk: usize) -> Drain {
     let (d, log) = start_daemon("bench-logtail-drain");
     let pid = d.pid();
     let key = format!("auth:{}", log.display());
@@ -309,12 +331,13 @@ fn drain(text: &str, expected: u64) -> Drain {
     let base = history_rows(&db);
     std::thread::sleep(Duration::from_millis(300));
     let idle_rss_kib = proc_kib(pid, "VmRSS:");
+    let store0 = store_counts(&d);
     let cpu0 = cpu_seconds(pid);
     let threads0 = thread_cpu(pid);
     let size0 = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
     let end = size0 + text.len() as u64;
     let t0 = Instant::now();
-    append(&log, text.as_bytes());
+    append(&log, text.as_bytes(), chunk);
     let append_secs = t0.elapsed().as_secs_f64();
     let mut last_change = (0u64, 0u64, Instant::now());
     let (drain_at, settled, seen) = loop {
@@ -347,7 +370,10 @@ fn drain(text: &str, expected: u64) -> Drain {
         .collect();
     threads.sort_by(|a, b| b.1.total_cmp(&a.1));
     let h = d.get("/api/v1/status", common::READ).json();
+    let store1 = store_counts(&d);
     let r = Drain {
+        store_commits: store1.0.saturating_sub(store0.0),
+        store_writes: store1.1.saturating_sub(store0.1),
         threads,
         lines: text.lines().count(),
         bytes: text.len(),
@@ -398,9 +424,14 @@ fn main() {
         Some(p) => std::fs::read_to_string(&p).expect("read --log file"),
         None => lines::generate(n),
     };
+    // `cat LOG >> followed.log`, as the fail2ban side of `benches/authlog-vs-fail2ban.sh`
+    // appends, writes 128 KiB at a time.
+    let chunk: usize = arg(&args, "--append-chunk")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(128 * 1024);
     let expected = expected_findings(&text);
     for round in 1..=rounds {
-        let r = drain(&text, expected);
+        let r = drain(&text, expected, chunk);
         println!(
             "drain round {round}: {} lines ({:.1} MB), {} findings: all lines and findings committed in {:.3} s{} (the append took {:.3} s); daemon peak RSS {:.1} MiB (idle {:.1} MiB), CPU {:.2} s, ingest losses {}",
             r.lines,
@@ -419,7 +450,9 @@ fn main() {
             r.ingest_dropped
         );
         println!(
-            "  daemon CPU by thread: {}",
+            "  store: {} transactions for {} write jobs; daemon CPU by thread: {}",
+            r.store_commits,
+            r.store_writes,
             r.threads
                 .iter()
                 .map(|(n, c)| format!("{n} {c:.2} s"))
@@ -427,8 +460,8 @@ fn main() {
                 .join(", ")
         );
         summary += &format!(
-            "drain_lines={}\ndrain_findings={}\ndrain_dispatched={}\ndrain_secs={:.4}\ndrain_complete={}\npeak_rss_kib={}\nidle_rss_kib={}\ndrain_cpu_secs={:.2}\n",
-            r.lines, r.findings, r.dispatched, r.drain_secs, r.settled, r.peak_rss_kib, r.idle_rss_kib, r.cpu_secs
+            "drain_lines={}\ndrain_findings={}\ndrain_dispatched={}\ndrain_secs={:.4}\nappend_secs={:.4}\ndrain_complete={}\npeak_rss_kib={}\nidle_rss_kib={}\ndrain_cpu_secs={:.2}\nstore_commits={}\n",
+            r.lines, r.findings, r.dispatched, r.drain_secs, r.append_secs, r.settled, r.peak_rss_kib, r.idle_rss_kib, r.cpu_secs, r.store_commits
         );
     }
     if let Some(p) = arg(&args, "--summary") {
