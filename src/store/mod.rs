@@ -52,6 +52,10 @@ const WRITE_WAIT: Duration = Duration::from_secs(10);
 /// readers stay open; with the default, concurrent history searches left ~30 MiB of cached
 /// pages behind. Re-reads come from the OS page cache.
 const READER_CACHE_KIB: i64 = 512;
+/// Page cache of the writer connection, KiB (SQLite's default is 2 MiB). A 1,000,000-line
+/// drain peaks about 1 MiB lower with it and its writer spends no measurable CPU more
+/// (decision 272).
+const WRITER_CACHE_KIB: i64 = 1024;
 
 /// Why a store operation failed.
 #[derive(Debug)]
@@ -190,6 +194,7 @@ impl Store {
         )?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
         // Statement and savepoint journals keep their first 64 KiB in memory and spill the
         // rest to an unlinked temporary file (SQLite's default temp_store). With MEMORY, a
         // savepoint around a job that upserts a few thousand active findings held a copy of
@@ -836,6 +841,16 @@ mod tests {
         s.close();
         // Reopening finds it set (and does not write it again).
         let s = Store::open(&dir.join("svc.db")).unwrap();
+        s.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn writer_and_readers_keep_their_page_cache_sizes() {
+        let (s, dir) = tmp_store("cache-size");
+        let cache = |c: &Connection| c.query_row("PRAGMA cache_size", [], |r| r.get::<_, i64>(0));
+        assert_eq!(s.write(move |c| cache(c)).unwrap(), -WRITER_CACHE_KIB);
+        assert_eq!(s.read(|c| cache(c)).unwrap(), -READER_CACHE_KIB);
         s.close();
         std::fs::remove_dir_all(dir).unwrap();
     }
