@@ -2,10 +2,12 @@
 //!
 //! State lives in `./.svc-dev/`, HTTPS listens on 127.0.0.1:9443, and an admin, a read and
 //! a metrics token are generated once into `./.svc-dev/tokens` (mode 0600). The file
-//! watcher covers `./.svc-dev/www`, the authentication-log watcher tails
-//! `./.svc-dev/auth.log` and the access-log watcher `./.svc-dev/access.log`, so attacks can
-//! be tried by hand. The firewall engine is off
-//! (`firewall.enabled = false`): a trial never changes the machine's nftables ruleset.
+//! watcher covers `./.svc-dev/www`, and the log readers tail `./.svc-dev/auth.log`,
+//! `access.log`, `waf.log` and `mail.log` there (created empty), so attacks can be tried by
+//! hand. The dev daemon reads none of the host's logs (without them named, the WAF and mail
+//! readers would look for the web servers' and the MTA's logs, or the systemd journal). The
+//! firewall engine is off (`firewall.enabled = false`): a trial never changes the machine's
+//! nftables ruleset.
 
 use std::path::{Path, PathBuf};
 
@@ -72,27 +74,33 @@ pub fn ensure_tokens(dir: &Path) -> std::io::Result<DevTokens> {
 
 /// Builds the dev configuration (creating `./.svc-dev/` and its tokens).
 pub fn config() -> Result<(Config, DevTokens), String> {
-    let dir = state_dir();
-    crate::fsutil::ensure_dir(&dir, 0o700).map_err(|e| format!("{}: {e}", dir.display()))?;
+    config_in(&state_dir())
+}
+
+/// The dev configuration with its state, tokens and files in `dir`.
+fn config_in(dir: &Path) -> Result<(Config, DevTokens), String> {
+    crate::fsutil::ensure_dir(dir, 0o700).map_err(|e| format!("{}: {e}", dir.display()))?;
     let tokens =
-        ensure_tokens(&dir).map_err(|e| format!("{}: {e}", dir.join("tokens").display()))?;
+        ensure_tokens(dir).map_err(|e| format!("{}: {e}", dir.join("tokens").display()))?;
     let www = dir.join("www");
     crate::fsutil::ensure_dir(&www, 0o755).map_err(|e| format!("{}: {e}", www.display()))?;
-    let auth_log = dir.join("auth.log");
-    if !auth_log.exists() {
-        crate::fsutil::write_atomic(&auth_log, b"", 0o640, None)
-            .map_err(|e| format!("{}: {e}", auth_log.display()))?;
-    }
-    let access_log = dir.join("access.log");
-    if !access_log.exists() {
-        crate::fsutil::write_atomic(&access_log, b"", 0o640, None)
-            .map_err(|e| format!("{}: {e}", access_log.display()))?;
-    }
+    let log = |name: &str| -> Result<String, String> {
+        let path = dir.join(name);
+        if !path.exists() {
+            crate::fsutil::write_atomic(&path, b"", 0o640, None)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        Ok(path.display().to_string())
+    };
+    let (auth, access, waf, mail) = (
+        log("auth.log")?,
+        log("access.log")?,
+        log("waf.log")?,
+        log("mail.log")?,
+    );
     let text = format!(
-        "state_path = {state:?}\n[webui]\nlisten = {DEV_LISTEN:?}\nmetrics_token = {m:?}\n[[webui.tokens]]\nname = \"dev-admin\"\ntoken = {a:?}\nscope = \"admin\"\n[[webui.tokens]]\nname = \"dev-read\"\ntoken = {r:?}\nscope = \"read\"\n[logs]\nauth = [{log:?}]\naccess = [{access:?}]\n[files]\nwatch = [{www:?}]\n[firewall]\nenabled = false\n",
+        "state_path = {state:?}\n[webui]\nlisten = {DEV_LISTEN:?}\nmetrics_token = {m:?}\n[[webui.tokens]]\nname = \"dev-admin\"\ntoken = {a:?}\nscope = \"admin\"\n[[webui.tokens]]\nname = \"dev-read\"\ntoken = {r:?}\nscope = \"read\"\n[logs]\nauth = [{auth:?}]\naccess = [{access:?}]\nwaf = [{waf:?}]\nmail = [{mail:?}]\n[files]\nwatch = [{www:?}]\n[firewall]\nenabled = false\n",
         state = dir.display().to_string(),
-        log = auth_log.display().to_string(),
-        access = access_log.display().to_string(),
         www = www.display().to_string(),
         m = tokens.metrics,
         a = tokens.admin,
@@ -107,4 +115,36 @@ pub fn config() -> Result<(Config, DevTokens), String> {
     })?;
     cfg.dev = true;
     Ok((cfg, tokens))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_log_and_watched_tree_is_in_the_dev_directory() {
+        let d = crate::watch::tail::testutil::TempDir::new("dev-config");
+        let dir = d.path().join(DEV_DIR);
+        let (cfg, tokens) = config_in(&dir).unwrap();
+        assert!(tokens.fresh);
+        let e = &cfg.engine;
+        assert_eq!(e.auth_logs, [dir.join("auth.log")]);
+        assert_eq!(e.access_logs, [dir.join("access.log")]);
+        assert_eq!(e.waf_logs, [dir.join("waf.log")]);
+        assert_eq!(e.mail_logs, [dir.join("mail.log")]);
+        assert_eq!(e.watch_roots, [dir.join("www")]);
+        for log in ["auth.log", "access.log", "waf.log", "mail.log"] {
+            assert!(dir.join(log).is_file(), "{log} created");
+        }
+        assert!(!cfg.firewall.enabled);
+        // A second start keeps the tokens and the logs' contents.
+        std::fs::write(dir.join("waf.log"), "kept\n").unwrap();
+        let (_, again) = config_in(&dir).unwrap();
+        assert!(!again.fresh);
+        assert_eq!(again.admin, tokens.admin);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("waf.log")).unwrap(),
+            "kept\n"
+        );
+    }
 }

@@ -264,7 +264,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         });
         crate::waf::service::WafService::start(
             &cfg.waf,
-            crate::waf::logs::resolve(&cfg.engine.waf_logs),
+            crate::waf::logs::resolve(&cfg.engine.waf_logs, &cfg.engine.checks_root),
             hook,
             Some(Arc::new(WafDenies(threat.recorder()))),
             country,

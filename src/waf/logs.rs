@@ -1,5 +1,6 @@
 //! Which files the WAF log collector reads: `logs.waf` (paths and glob patterns), or when
-//! that is empty, the error and audit logs of the web servers found on this host.
+//! that is empty, the error and audit logs of the web servers found beneath `checks.root`
+//! (`/` in production), as the access-log and mail-log detection look.
 //!
 //! Guarantees:
 //! - A pattern's glob characters (`*`, `?`, `[...]`) are expanded in its last component
@@ -62,10 +63,11 @@ const MODSEC_CONFS: &[&str] = &[
     "/usr/local/apache/conf/modsec2.conf",
 ];
 
-/// The files to follow for `patterns` (see the module documentation).
-pub fn resolve(patterns: &[PathBuf]) -> Vec<PathBuf> {
+/// The files to follow for `patterns`, or those detected beneath `root` when there are none
+/// (see the module documentation).
+pub fn resolve(patterns: &[PathBuf], root: &Path) -> Vec<PathBuf> {
     let mut out = if patterns.is_empty() {
-        detect(Path::new("/"))
+        detect(root)
     } else {
         let mut v = Vec::new();
         for p in patterns {
@@ -153,11 +155,14 @@ mod tests {
         ] {
             std::fs::write(d.path().join(n), "").unwrap();
         }
-        let got = resolve(&[
-            d.path().join("*-error.log"),
-            d.path().join("missing.log"),
-            d.path().join("a-error.log"),
-        ]);
+        let got = resolve(
+            &[
+                d.path().join("*-error.log"),
+                d.path().join("missing.log"),
+                d.path().join("a-error.log"),
+            ],
+            Path::new("/"),
+        );
         assert_eq!(
             got,
             [
@@ -178,7 +183,7 @@ mod tests {
             "SecRuleEngine On\nSecAuditLog /var/log/apache2/audit-custom.log\n",
         )
         .unwrap();
-        let got = detect(d.path());
+        let got = resolve(&[], d.path());
         assert!(got.contains(&d.path().join("var/log/apache2/error.log")));
         assert!(got.contains(&d.path().join("var/log/apache2/audit-custom.log")));
         assert!(!got
