@@ -8,6 +8,7 @@
 //! (IPv4-mapped IPv6 written as IPv4).
 
 use std::borrow::Borrow;
+use std::fmt::Write as _;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -53,31 +54,18 @@ pub struct EventRow {
 }
 
 /// An attack event to insert, borrowing its text (the attack database writes its pending
-/// events without copying them into [`EventRow`]s).
+/// events as they are held in memory).
 #[derive(Clone, Copy, Debug)]
 pub struct NewEvent<'a> {
     pub at: i64,
-    pub ip: &'a str,
+    /// Stored in its canonical text form (an IPv4-mapped IPv6 address as IPv4).
+    pub ip: std::net::IpAddr,
     pub kind: &'a str,
     /// Finding severity level (0 WARNING, 1 HIGH, 2 CRITICAL).
     pub severity: i64,
     pub check: &'a str,
     pub account: Option<&'a str>,
     pub message: &'a str,
-}
-
-impl<'a> From<&'a EventRow> for NewEvent<'a> {
-    fn from(e: &'a EventRow) -> NewEvent<'a> {
-        NewEvent {
-            at: e.at,
-            ip: &e.ip,
-            kind: &e.kind,
-            severity: e.severity,
-            check: &e.check,
-            account: e.account.as_deref(),
-            message: &e.message,
-        }
-    }
 }
 
 /// Inserts or replaces records (one prepared statement).
@@ -179,9 +167,13 @@ pub fn insert_events<'a>(
         "INSERT INTO attack_events(at, ip, kind, severity, check_name, account, message)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?;
+    // One buffer for every address's text.
+    let mut ip = String::new();
     for e in rows {
+        ip.clear();
+        let _ = write!(ip, "{}", e.ip.to_canonical());
         st.execute(params![
-            e.at, e.ip, e.kind, e.severity, e.check, e.account, e.message
+            e.at, ip, e.kind, e.severity, e.check, e.account, e.message
         ])?;
     }
     Ok(())
@@ -496,16 +488,17 @@ mod tests {
         assert_eq!(count_records(&c).unwrap(), 1);
         delete_records(&c, &["192.0.2.7".into()]).unwrap();
         assert_eq!(count_records(&c).unwrap(), 0);
-        let ev = |at| EventRow {
+        let ev = |at| NewEvent {
             at,
-            ip: "192.0.2.7".into(),
-            kind: "brute_force".into(),
+            // Mapped: stored as the IPv4 address.
+            ip: "::ffff:192.0.2.7".parse().unwrap(),
+            kind: "brute_force",
             severity: 1,
-            check: "ssh_bruteforce".into(),
+            check: "ssh_bruteforce",
             account: None,
-            message: "m".into(),
+            message: "m",
         };
-        insert_events(&c, [ev(1), ev(2), ev(3)].iter().map(NewEvent::from)).unwrap();
+        insert_events(&c, [ev(1), ev(2), ev(3)]).unwrap();
         let (list, more) = events_of(&c, "192.0.2.7", 2).unwrap();
         assert_eq!(list.iter().map(|e| e.at).collect::<Vec<_>>(), vec![3, 2]);
         assert!(more);

@@ -381,27 +381,20 @@ impl Batch {
 
     /// Writes the batch: events (in order), then changed records, then deletions.
     pub fn write(&self, c: &rusqlite::Connection) -> rusqlite::Result<()> {
-        use std::fmt::Write as _;
-        // The rows borrow the pending events' text; only the address is formatted, into one
-        // buffer for every event.
-        let mut ip = String::new();
-        for p in &self.pending {
-            ip.clear();
-            let _ = write!(ip, "{}", ip_of(&p.key));
-            let event = NewEvent {
-                at: p.at,
-                ip: &ip,
-                kind: p.kind.name(),
-                severity: i64::from(p.severity.level()),
-                check: &p.check,
-                account: p
-                    .account
-                    .as_deref()
-                    .map(|a| prefix_within(a, MAX_EVENT_NAME)),
-                message: &p.message,
-            };
-            crate::store::threat::insert_events(c, [event])?;
-        }
+        // The rows borrow the pending events' text.
+        let events = self.pending.iter().map(|p| NewEvent {
+            at: p.at,
+            ip: ip_of(&p.key),
+            kind: p.kind.name(),
+            severity: i64::from(p.severity.level()),
+            check: &p.check,
+            account: p
+                .account
+                .as_deref()
+                .map(|a| prefix_within(a, MAX_EVENT_NAME)),
+            message: &p.message,
+        });
+        crate::store::threat::insert_events(c, events)?;
         crate::store::threat::upsert_records(c, self.rows())?;
         crate::store::threat::delete_records(c, &self.deletes)
     }
