@@ -30,7 +30,7 @@
 //!   and last activity of repeats since the last batch). A clean stop flushes everything.
 //! - Marking runs under the incidents lock and never waits for the store.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -424,7 +424,7 @@ impl Incidents {
         // svc writes it (the incident is written again under its address's usual text).
         let mut bad = Vec::new();
         let mut list = Vec::new();
-        let mut rewrite = Vec::new();
+        let mut rewrite = HashSet::new();
         for r in rows {
             let parsed = match r {
                 Ok(row) => {
@@ -438,7 +438,7 @@ impl Incidents {
                                     stored.1
                                 );
                                 bad.push(stored);
-                                rewrite.push(key.clone());
+                                rewrite.insert(key.clone());
                             }
                             Ok((key, inc))
                         }
