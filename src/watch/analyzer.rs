@@ -12,7 +12,7 @@
 //! Failures other than vanished files count as errors of the `files` component and are
 //! logged (one line a minute).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::fs::File;
 use std::os::fd::BorrowedFd;
@@ -94,6 +94,51 @@ impl Restored {
     }
 }
 
+/// Paths with an event waiting in the analyzer queue. An event for a path already waiting
+/// is coalesced into the waiting one: that scan has not opened the file yet, so it reads
+/// what the later event reported. A file created and written by one writer while the
+/// watcher lags (its `FAN_CREATE` already finds content, its close-write follows) is then
+/// scanned and reported once, not twice. The path leaves the set as its event leaves the
+/// queue, before the scan reads the file, so an event that arrives during a scan is queued
+/// again. Holds at most as many paths as the queue holds events.
+#[derive(Default)]
+pub struct WaitingPaths {
+    paths: parking_lot::Mutex<HashSet<PathBuf>>,
+}
+
+/// What [`WaitingPaths::offer`] did with an event.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Offered {
+    Queued,
+    /// The path was already waiting; the event was merged into that one.
+    Coalesced,
+    /// The queue was full: the event is handed back (the caller walks its directory).
+    Refused(FileEvent),
+}
+
+impl WaitingPaths {
+    /// Queues `ev` unless its path is already waiting.
+    pub fn offer(&self, queue: &BoundedQueue<FileEvent>, ev: FileEvent) -> Offered {
+        // Marked before the push, so the analyzer never pops an event whose path is unmarked.
+        if !self.paths.lock().insert(ev.path.clone()) {
+            return Offered::Coalesced;
+        }
+        match queue.try_push(ev) {
+            Ok(()) => Offered::Queued,
+            Err(refused) => {
+                let ev = refused.into_item();
+                self.paths.lock().remove(&ev.path);
+                Offered::Refused(ev)
+            }
+        }
+    }
+
+    /// The event for `path` left the queue; a later event for it is queued again.
+    pub fn release(&self, path: &Path) {
+        self.paths.lock().remove(path);
+    }
+}
+
 #[derive(Default)]
 pub struct AnalyzerCounters {
     pub skipped_restored: AtomicU64,
@@ -160,8 +205,14 @@ impl Analyzer {
     }
 
     /// Consumes the analyzer queue until it is closed or `stop` is set, walking the
-    /// reconcile queue between live events.
-    pub fn run(mut self, queue: BoundedQueue<FileEvent>, stop: Arc<AtomicBool>) {
+    /// reconcile queue between live events. Each event's path leaves `waiting` as the event
+    /// leaves the queue.
+    pub fn run(
+        mut self,
+        queue: BoundedQueue<FileEvent>,
+        waiting: Arc<WaitingPaths>,
+        stop: Arc<AtomicBool>,
+    ) {
         while !stop.load(Ordering::SeqCst) {
             let reconciling = self.reconcile.as_ref().is_some_and(|w| w.has_work());
             let mut handled = 0usize;
@@ -174,6 +225,7 @@ impl Analyzer {
                 match queue.pop_timeout(wait) {
                     Ok(guard) => {
                         handled += 1;
+                        waiting.release(&guard.path);
                         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                             self.handle(&guard)
                         }));
@@ -406,5 +458,59 @@ impl Analyzer {
             crate::text::escape_path(path)
         );
         Some(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::queue::RowConfig;
+    use crate::watch::files::EventKind;
+
+    fn event(path: &str, kind: EventKind) -> FileEvent {
+        FileEvent {
+            path: PathBuf::from(path),
+            kind,
+            observed_at: 0,
+        }
+    }
+
+    #[test]
+    fn an_event_for_a_waiting_path_is_merged_until_the_scan_takes_it() {
+        let clock: SharedClock = ManualClock::at_epoch_2026();
+        let q = BoundedQueue::new(clock, RowConfig::new("files").capacity(2)).unwrap();
+        let waiting = WaitingPaths::default();
+        let a = "/www/a.php";
+        // Created with content while the watcher lagged, then closed after writing.
+        assert_eq!(
+            waiting.offer(&q, event(a, EventKind::Linked)),
+            Offered::Queued
+        );
+        assert_eq!(
+            waiting.offer(&q, event(a, EventKind::ClosedWrite)),
+            Offered::Coalesced
+        );
+        assert_eq!(
+            waiting.offer(&q, event("/www/b.php", EventKind::ClosedWrite)),
+            Offered::Queued
+        );
+        assert_eq!(q.len(), 2);
+
+        // The scan takes the event before reading the file: a write after that is queued.
+        let guard = q.try_pop().unwrap();
+        assert_eq!(guard.path, Path::new(a));
+        waiting.release(&guard.path);
+        guard.finish();
+        assert_eq!(
+            waiting.offer(&q, event(a, EventKind::ClosedWrite)),
+            Offered::Queued
+        );
+
+        // A full queue hands the event back and forgets the path, so it is offered again.
+        let c = event("/www/c.php", EventKind::MovedIn);
+        assert_eq!(waiting.offer(&q, c.clone()), Offered::Refused(c.clone()));
+        assert_eq!(waiting.offer(&q, c.clone()), Offered::Refused(c));
+        assert_eq!(q.health().dropped_total(), 2);
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::analyzer::{Analyzer, Restored};
+use super::analyzer::{Analyzer, Offered, Restored, WaitingPaths};
 use super::authlog::{AuthCollector, AuthThresholds, SharedThresholds};
 use super::files::{BackendChoice, FileEvent, FileWatcher, WatchOptions};
 use crate::clock::SharedClock;
@@ -150,9 +150,11 @@ pub fn start_collectors(
                 .register("fanotify.reconcile", reconcile.health().clone())
                 .map_err(|err| format!("{err:?}"))?,
         );
-        // Forward watcher events into the instrumented analyzer queue. A refusal is a loss of
-        // this row, and the file's directory goes to the reconcile walk so the file is still
-        // scanned.
+        // Forward watcher events into the instrumented analyzer queue, merging an event into
+        // one already waiting for the same path. A refusal is a loss of this row, and the
+        // file's directory goes to the reconcile walk so the file is still scanned.
+        let waiting = Arc::new(WaitingPaths::default());
+        let fwd_waiting = waiting.clone();
         let fwd_q = queue.clone();
         let fwd_stop = stop.clone();
         let fwd_reconcile = reconcile.clone();
@@ -165,8 +167,7 @@ pub fn start_collectors(
                     let mut seen_path_errors = 0u64;
                     while !fwd_stop.load(Ordering::SeqCst) {
                         if let Ok(ev) = rx.recv_timeout(Duration::from_millis(250)) {
-                            if let Err(refused) = fwd_q.try_push(ev) {
-                                let ev = refused.into_item();
+                            if let Offered::Refused(ev) = fwd_waiting.offer(&fwd_q, ev) {
                                 fwd_reconcile.request_parent(&ev.path);
                             }
                         }
@@ -204,7 +205,7 @@ pub fn start_collectors(
         c.threads.push(
             std::thread::Builder::new()
                 .name("files-analyzer".into())
-                .spawn(move || analyzer.run(aq, astop))
+                .spawn(move || analyzer.run(aq, waiting, astop))
                 .map_err(|err| err.to_string())?,
         );
         c.queues.push(queue);
