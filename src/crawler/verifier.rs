@@ -650,6 +650,12 @@ impl Verifier {
             &id.rdns_suffixes,
             Instant::now() + DNS_BUDGET,
         );
+        self.record(job, outcome);
+    }
+
+    /// Counts a completed verification. Called where its answer is recorded (under the
+    /// state lock), so a reader that sees the count gets the answer from `check`.
+    fn count(&self, outcome: Outcome) {
         let c = &self.counters;
         match outcome {
             Outcome::Verified => c.verified.fetch_add(1, Ordering::Relaxed),
@@ -657,12 +663,13 @@ impl Verifier {
             Outcome::NoPtr => c.no_ptr.fetch_add(1, Ordering::Relaxed),
             Outcome::Failed => c.dns_failures.fetch_add(1, Ordering::Relaxed),
         };
-        self.record(job, outcome);
     }
 
     fn record(&self, job: &Job, outcome: Outcome) {
         let now = secs(&self.clock);
         if self.state.lock().generation != job.generation {
+            // A reload replaced the state the job was for: counted, not recorded.
+            self.count(outcome);
             return;
         }
         let (kind, retry_at, expires) = match outcome {
@@ -725,6 +732,7 @@ impl Verifier {
         };
         let cleanup_due = {
             let mut st = self.state.lock();
+            self.count(outcome);
             if st.generation != job.generation {
                 return;
             }

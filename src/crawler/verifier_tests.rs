@@ -137,6 +137,42 @@ fn forward_confirmed_ptr_verifies_and_exempts() {
 }
 
 #[test]
+fn a_result_is_counted_only_once_check_answers_it() {
+    let f = fixture("count-order");
+    let ip: IpAddr = "192.0.2.11".parse().unwrap();
+    f.dns.ptr(ip, "crawl-192-0-2-11.googlebot.com");
+    f.dns.addr_record("crawl-192-0-2-11.googlebot.com", ip);
+    // Hold the store's writer, so the verification's record waits behind it.
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let store = f.store.clone();
+    let blocker = std::thread::spawn(move || {
+        store.write(move |_| {
+            let _ = started_tx.send(());
+            let _ = release_rx.recv();
+            Ok(())
+        })
+    });
+    started_rx.recv().unwrap();
+    // Jobs count as waiting until their batch commits: the blocker counts itself.
+    let blocked = f.store.health().writer_waiting;
+    assert!(matches!(f.check("192.0.2.11"), BotCheck::Pending { .. }));
+    // The lookups are done once the record is queued for the writer.
+    let t0 = std::time::Instant::now();
+    while f.store.health().writer_waiting == blocked {
+        assert!(t0.elapsed() < Duration::from_secs(20), "record not queued");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(f.v.counters.verified.load(Ordering::Relaxed), 0);
+    assert!(matches!(f.check("192.0.2.11"), BotCheck::Pending { .. }));
+    release_tx.send(()).unwrap();
+    blocker.join().unwrap().unwrap();
+    f.settle();
+    assert_eq!(f.v.counters.verified.load(Ordering::Relaxed), 1);
+    assert!(matches!(f.check("192.0.2.11"), BotCheck::Verified { .. }));
+}
+
+#[test]
 fn spoofed_ptr_without_forward_confirmation_is_a_confirmed_negative() {
     let f = fixture("spoof");
     // PTR says googlebot, forward lookup does not exist.
