@@ -26,7 +26,7 @@ use crate::clock::SharedClock;
 use crate::components::Component;
 use crate::findings::Engine;
 use crate::lograte::LogLimiter;
-use crate::queue::{BoundedQueue, PopError};
+use crate::queue::{BoundedQueue, PopError, WorkGuard};
 use crate::scan::quarantine;
 use crate::scan::signatures::{Match, SignatureSet};
 use crate::store::Store;
@@ -94,19 +94,21 @@ impl Restored {
     }
 }
 
-/// Paths with an event waiting in the analyzer queue. An event for a path already waiting
-/// is coalesced into the waiting one: that scan has not opened the file yet, so it reads
-/// what the later event reported. A file created and written by one writer while the
-/// watcher lags (its `FAN_CREATE` already finds content, its close-write follows) is then
-/// scanned and reported once, not twice. The path leaves the set as its event leaves the
-/// queue, before the scan reads the file, so an event that arrives during a scan is queued
-/// again. Holds at most as many paths as the queue holds events.
-#[derive(Default)]
-pub struct WaitingPaths {
-    paths: parking_lot::Mutex<HashSet<PathBuf>>,
+/// The analyzer's queue (`fanotify.analyzer`) with the paths whose event waits in it. An
+/// event for a path already waiting is merged into the waiting one: that scan has not
+/// opened the file yet, so it reads what the later event reported. A file created and
+/// written by one writer while the watcher lags (its `FAN_CREATE` already finds content,
+/// its close-write follows) is then scanned and reported once, not twice. A path leaves the
+/// set as its event is popped, before the scan reads the file, so an event that arrives
+/// during a scan is queued again. Holds at most as many paths as the queue holds events.
+/// Cheap to clone; clones share the queue and the set.
+#[derive(Clone)]
+pub struct AnalyzerQueue {
+    events: BoundedQueue<FileEvent>,
+    waiting: Arc<parking_lot::Mutex<HashSet<PathBuf>>>,
 }
 
-/// What [`WaitingPaths::offer`] did with an event.
+/// What [`AnalyzerQueue::offer`] did with an event.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Offered {
     Queued,
@@ -116,26 +118,36 @@ pub enum Offered {
     Refused(FileEvent),
 }
 
-impl WaitingPaths {
+impl AnalyzerQueue {
+    pub fn new(events: BoundedQueue<FileEvent>) -> AnalyzerQueue {
+        AnalyzerQueue {
+            events,
+            waiting: Arc::default(),
+        }
+    }
+
     /// Queues `ev` unless its path is already waiting.
-    pub fn offer(&self, queue: &BoundedQueue<FileEvent>, ev: FileEvent) -> Offered {
-        // Marked before the push, so the analyzer never pops an event whose path is unmarked.
-        if !self.paths.lock().insert(ev.path.clone()) {
+    pub fn offer(&self, ev: FileEvent) -> Offered {
+        // Marked before the push, so no event is popped while its path is unmarked.
+        if !self.waiting.lock().insert(ev.path.clone()) {
             return Offered::Coalesced;
         }
-        match queue.try_push(ev) {
+        match self.events.try_push(ev) {
             Ok(()) => Offered::Queued,
             Err(refused) => {
                 let ev = refused.into_item();
-                self.paths.lock().remove(&ev.path);
+                self.waiting.lock().remove(&ev.path);
                 Offered::Refused(ev)
             }
         }
     }
 
-    /// The event for `path` left the queue; a later event for it is queued again.
-    pub fn release(&self, path: &Path) {
-        self.paths.lock().remove(path);
+    /// Takes the next event (waiting up to `timeout`); a later event for its path is
+    /// queued again.
+    pub fn pop_timeout(&self, timeout: Duration) -> Result<WorkGuard<'_, FileEvent>, PopError> {
+        let guard = self.events.pop_timeout(timeout)?;
+        self.waiting.lock().remove(&guard.path);
+        Ok(guard)
     }
 }
 
@@ -205,14 +217,8 @@ impl Analyzer {
     }
 
     /// Consumes the analyzer queue until it is closed or `stop` is set, walking the
-    /// reconcile queue between live events. Each event's path leaves `waiting` as the event
-    /// leaves the queue.
-    pub fn run(
-        mut self,
-        queue: BoundedQueue<FileEvent>,
-        waiting: Arc<WaitingPaths>,
-        stop: Arc<AtomicBool>,
-    ) {
+    /// reconcile queue between live events.
+    pub fn run(mut self, queue: AnalyzerQueue, stop: Arc<AtomicBool>) {
         while !stop.load(Ordering::SeqCst) {
             let reconciling = self.reconcile.as_ref().is_some_and(|w| w.has_work());
             let mut handled = 0usize;
@@ -225,7 +231,6 @@ impl Analyzer {
                 match queue.pop_timeout(wait) {
                     Ok(guard) => {
                         handled += 1;
-                        waiting.release(&guard.path);
                         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                             self.handle(&guard)
                         }));
@@ -479,38 +484,32 @@ mod tests {
     #[test]
     fn an_event_for_a_waiting_path_is_merged_until_the_scan_takes_it() {
         let clock: SharedClock = ManualClock::at_epoch_2026();
-        let q = BoundedQueue::new(clock, RowConfig::new("files").capacity(2)).unwrap();
-        let waiting = WaitingPaths::default();
+        let q = AnalyzerQueue::new(
+            BoundedQueue::new(clock, RowConfig::new("files").capacity(2)).unwrap(),
+        );
         let a = "/www/a.php";
         // Created with content while the watcher lagged, then closed after writing.
+        assert_eq!(q.offer(event(a, EventKind::Linked)), Offered::Queued);
         assert_eq!(
-            waiting.offer(&q, event(a, EventKind::Linked)),
-            Offered::Queued
-        );
-        assert_eq!(
-            waiting.offer(&q, event(a, EventKind::ClosedWrite)),
+            q.offer(event(a, EventKind::ClosedWrite)),
             Offered::Coalesced
         );
         assert_eq!(
-            waiting.offer(&q, event("/www/b.php", EventKind::ClosedWrite)),
+            q.offer(event("/www/b.php", EventKind::ClosedWrite)),
             Offered::Queued
         );
-        assert_eq!(q.len(), 2);
+        assert_eq!(q.events.len(), 2);
 
         // The scan takes the event before reading the file: a write after that is queued.
-        let guard = q.try_pop().unwrap();
+        let guard = q.pop_timeout(Duration::ZERO).unwrap();
         assert_eq!(guard.path, Path::new(a));
-        waiting.release(&guard.path);
         guard.finish();
-        assert_eq!(
-            waiting.offer(&q, event(a, EventKind::ClosedWrite)),
-            Offered::Queued
-        );
+        assert_eq!(q.offer(event(a, EventKind::ClosedWrite)), Offered::Queued);
 
         // A full queue hands the event back and forgets the path, so it is offered again.
         let c = event("/www/c.php", EventKind::MovedIn);
-        assert_eq!(waiting.offer(&q, c.clone()), Offered::Refused(c.clone()));
-        assert_eq!(waiting.offer(&q, c.clone()), Offered::Refused(c));
-        assert_eq!(q.health().dropped_total(), 2);
+        assert_eq!(q.offer(c.clone()), Offered::Refused(c.clone()));
+        assert_eq!(q.offer(c.clone()), Offered::Refused(c));
+        assert_eq!(q.events.health().dropped_total(), 2);
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::analyzer::{Analyzer, Offered, Restored, WaitingPaths};
+use super::analyzer::{Analyzer, AnalyzerQueue, Offered, Restored};
 use super::authlog::{AuthCollector, AuthThresholds, SharedThresholds};
 use super::files::{BackendChoice, FileEvent, FileWatcher, WatchOptions};
 use crate::clock::SharedClock;
@@ -153,9 +153,9 @@ pub fn start_collectors(
         // Forward watcher events into the instrumented analyzer queue, merging an event into
         // one already waiting for the same path. A refusal is a loss of this row, and the
         // file's directory goes to the reconcile walk so the file is still scanned.
-        let waiting = Arc::new(WaitingPaths::default());
-        let fwd_waiting = waiting.clone();
-        let fwd_q = queue.clone();
+        let files = AnalyzerQueue::new(queue.clone());
+        let fwd_q = files.clone();
+        let queue_health = queue.health().clone();
         let fwd_stop = stop.clone();
         let fwd_reconcile = reconcile.clone();
         let fwd_component = component.clone();
@@ -167,14 +167,14 @@ pub fn start_collectors(
                     let mut seen_path_errors = 0u64;
                     while !fwd_stop.load(Ordering::SeqCst) {
                         if let Ok(ev) = rx.recv_timeout(Duration::from_millis(250)) {
-                            if let Offered::Refused(ev) = fwd_waiting.offer(&fwd_q, ev) {
+                            if let Offered::Refused(ev) = fwd_q.offer(ev) {
                                 fwd_reconcile.request_parent(&ev.path);
                             }
                         }
                         // Events the watcher could not hand over are losses of this row too.
                         let drops = counters.dropped.load(Ordering::Relaxed);
                         if drops > seen_drops {
-                            fwd_q.health().record_losses(drops - seen_drops);
+                            queue_health.record_losses(drops - seen_drops);
                             seen_drops = drops;
                         }
                         // Paths the watcher could neither report nor walk are its errors.
@@ -200,12 +200,11 @@ pub fn start_collectors(
             c.restored.clone(),
         )
         .with_reconcile(reconcile.worker());
-        let aq = queue.clone();
         let astop = stop.clone();
         c.threads.push(
             std::thread::Builder::new()
                 .name("files-analyzer".into())
-                .spawn(move || analyzer.run(aq, waiting, astop))
+                .spawn(move || analyzer.run(files, astop))
                 .map_err(|err| err.to_string())?,
         );
         c.queues.push(queue);
