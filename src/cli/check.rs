@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::Flags;
+use super::Args;
 
-pub fn run(flags: &Flags) -> i32 {
+pub fn run(flags: &Args) -> i32 {
     let answer = match super::status::ask(flags, "check", json!({}), Duration::from_secs(660)) {
         Ok(v) => v,
         Err(code) => return code,
@@ -44,8 +44,8 @@ pub fn run(flags: &Flags) -> i32 {
 }
 
 /// `svc quarantine list|restore ID`.
-pub fn quarantine(flags: &Flags) -> i32 {
-    let (cmd, args) = match flags.positional.as_slice() {
+pub fn quarantine(flags: &Args) -> i32 {
+    let (cmd, args) = match flags.words.as_slice() {
         [c] if c == "list" => ("quarantine.list", json!({})),
         [c, id] if c == "restore" => ("quarantine.restore", json!({ "id": id })),
         _ => {

@@ -201,11 +201,7 @@ pub fn ask_daemon(
     args: Value,
     budget: Duration,
 ) -> Result<Value, i32> {
-    let flags = super::Flags {
-        config,
-        dev,
-        ..super::Flags::default()
-    };
+    let flags = super::Args::for_config(config, dev);
     let state = super::status::state_path(&flags).map_err(|e| {
         eprintln!("{what}: {e}");
         1

@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::Flags;
+use super::Args;
 use crate::config::Config;
 
-fn load(flags: &Flags, what: &str) -> Result<Config, i32> {
+fn load(flags: &Args, what: &str) -> Result<Config, i32> {
     let loaded = if flags.dev {
         crate::daemon::dev::config()
             .map(|(c, _)| c)
@@ -31,7 +31,7 @@ fn load(flags: &Flags, what: &str) -> Result<Config, i32> {
     })
 }
 
-pub fn update_bot_ranges(flags: &Flags) -> i32 {
+pub fn update_bot_ranges(flags: &Args) -> i32 {
     let what = "svc update-bot-ranges";
     let cfg = match load(flags, what) {
         Ok(c) => c,
@@ -127,8 +127,12 @@ pub fn update_bot_ranges(flags: &Flags) -> i32 {
     }
 }
 
-pub fn store(flags: &Flags) -> i32 {
-    match flags.positional.first().map(String::as_str) {
+pub fn store(flags: &Args) -> i32 {
+    match flags.words.first().map(String::as_str) {
+        Some("reset-bot-verify") if flags.words.len() > 1 => {
+            eprintln!("svc store: reset-bot-verify takes no argument");
+            2
+        }
         Some("reset-bot-verify") => reset_bot_verify(flags),
         Some(other) => {
             eprintln!("svc store: unknown action {other:?} (reset-bot-verify)");
@@ -141,7 +145,7 @@ pub fn store(flags: &Flags) -> i32 {
     }
 }
 
-fn reset_bot_verify(flags: &Flags) -> i32 {
+fn reset_bot_verify(flags: &Args) -> i32 {
     let what = "svc store reset-bot-verify";
     let cfg = match load(flags, what) {
         Ok(c) => c,

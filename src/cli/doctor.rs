@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::Flags;
+use super::Args;
 
-pub fn run(flags: &Flags) -> i32 {
+pub fn run(flags: &Args) -> i32 {
     let report = match super::status::state_path(flags) {
         Err(e) => {
             json!({ "ok": false, "checks": [ { "name": "config", "status": "fail", "detail": e } ] })

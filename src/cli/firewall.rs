@@ -5,231 +5,94 @@
 //! infrastructure address, an invalid address, nothing to remove, the daemon not running,
 //! the engine absent); 2 usage error.
 
-use std::ffi::OsString;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-/// Subcommands: (name, positional argument, summary).
-pub const COMMANDS: &[(&str, &str, &str)] = &[
-    (
-        "status",
-        "",
-        "mode, table, set sizes, last re-assertion, rollback state",
-    ),
-    ("list", "", "blocks and dry-run records, newest first"),
-    ("check", "IP", "what the firewall does with an address"),
-    ("block", "IP", "block an address (permanent unless --for)"),
-    (
-        "unblock",
-        "IP",
-        "remove every block of an address (not subnets)",
-    ),
-    (
-        "allow",
-        "IP",
-        "put an address or range on the allow list (--for for a time)",
-    ),
-    ("unallow", "IP", "remove an allow entry"),
-    ("deny-subnet", "CIDR", "block a range permanently"),
-    ("remove-subnet", "CIDR", "remove a range block"),
-    (
-        "flush",
-        "",
-        "remove every temporary block (permanent ones stay)",
-    ),
-    (
-        "rollback",
-        "[status|confirm|revert]",
-        "the tentative settings change and its timer",
-    ),
-    (
-        "confirm",
-        "",
-        "keep the tentative settings change (same as rollback confirm)",
-    ),
-    (
-        "revert",
-        "",
-        "undo the tentative settings change now (same as rollback revert)",
-    ),
-];
+use super::args::Args;
+use super::family::{none, one, unknown, Family, Request};
 
-pub const FLAGS: &[(&str, &str)] = &[
-    (
-        "--for DURATION",
-        "block, allow: lifetime such as 4s, 90s, 15m, 24h, 7d",
-    ),
-    (
-        "--reason TEXT",
-        "block, allow, deny-subnet: why (shown in lists and checks)",
-    ),
-    ("--json", "print the daemon's JSON answer"),
-    (
-        "-c, --config FILE",
-        "main configuration file (default /etc/svc/svc.toml)",
-    ),
-    (
-        "--dev",
-        "talk to a daemon started with --dev in this directory",
-    ),
-    ("-h, --help", "print this help"),
-];
+/// `svc firewall`: verbs and flags in [`super::defs`].
+pub static FAMILY: Family = Family {
+    command: &super::defs::FIREWALL,
+    request,
+    human,
+};
 
-pub fn usage() -> String {
-    let mut s = String::from(
-        "svc firewall — the daemon's nftables firewall (table inet svc)\n\nUsage: svc firewall <command> [ARG] [options]\n\nCommands:\n",
-    );
-    for (name, arg, help) in COMMANDS {
-        s.push_str(&format!("  {:<28} {help}\n", format!("{name} {arg}")));
-    }
-    s.push_str("\nOptions:\n");
-    for (flag, help) in FLAGS {
-        s.push_str(&format!("  {flag:<20} {help}\n"));
-    }
-    s.push_str(
-        "\nExit status: 0 done, 1 refused or failed (reason on standard error), 2 usage error.\n",
-    );
-    s
-}
-
-/// Parsed command line.
-#[derive(Debug, Default, PartialEq)]
-struct Args {
-    words: Vec<String>,
-    duration: Option<String>,
-    reason: Option<String>,
-    json: bool,
-    config: Option<PathBuf>,
-    dev: bool,
-    help: bool,
-}
-
-fn parse(args: Vec<OsString>) -> Result<Args, String> {
-    use lexopt::prelude::*;
-    let mut p = lexopt::Parser::from_args(args);
-    let mut a = Args::default();
-    let err = |e: lexopt::Error| e.to_string();
-    while let Some(arg) = p.next().map_err(err)? {
-        match arg {
-            Value(v) => a.words.push(v.to_string_lossy().into_owned()),
-            Long("for") => a.duration = Some(p.value().map_err(err)?.to_string_lossy().into()),
-            Long("reason") => a.reason = Some(p.value().map_err(err)?.to_string_lossy().into()),
-            Long("json") => a.json = true,
-            Short('c') | Long("config") => a.config = Some(PathBuf::from(p.value().map_err(err)?)),
-            Long("dev") => a.dev = true,
-            Short('h') | Long("help") => a.help = true,
-            other => return Err(other.unexpected().to_string()),
-        }
-    }
-    if a.dev && a.config.is_some() {
-        return Err("--dev and --config cannot be combined".into());
-    }
-    Ok(a)
-}
-
-/// The control command and its arguments for a parsed command line.
-fn request(a: &Args) -> Result<(&'static str, Value, Duration), String> {
-    let words: Vec<&str> = a.words.iter().map(String::as_str).collect();
-    let Some((&sub, rest)) = words.split_first() else {
-        return Err("missing command".into());
-    };
-    let one = |what: &str| -> Result<String, String> {
-        match rest {
-            [x] => Ok(x.to_string()),
-            [] => Err(format!("{sub} needs {what}")),
-            _ => Err(format!("{sub} takes one {what}")),
-        }
-    };
-    let none = || -> Result<(), String> {
-        if rest.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("{sub} takes no argument"))
-        }
-    };
-    let uses = |flag: bool, name: &str, allowed: bool| -> Result<(), String> {
-        if flag && !allowed {
-            Err(format!("{name} does not apply to {sub}"))
-        } else {
-            Ok(())
-        }
-    };
-    let dur = a.duration.is_some();
-    let why = a.reason.is_some();
-    uses(dur, "--for", matches!(sub, "block" | "allow"))?;
-    uses(
-        why,
-        "--reason",
-        matches!(sub, "block" | "allow" | "deny-subnet"),
-    )?;
+/// The control request of a parsed command line.
+fn request(a: &Args) -> Result<Request, String> {
     let mut body = json!({});
-    if let Some(d) = &a.duration {
+    if let Some(d) = a.value("for") {
         crate::firewall::duration::parse(d).map_err(|e| e.to_string())?;
-        body["for"] = d.clone().into();
+        body["for"] = d.into();
     }
-    if let Some(r) = &a.reason {
-        body["reason"] = r.clone().into();
+    if let Some(r) = a.value("reason") {
+        body["reason"] = r.into();
     }
     let short = Duration::from_secs(30);
     let long = Duration::from_secs(120);
-    Ok(match sub {
+    let (command, timeout) = match a.verb() {
         "status" => {
-            none()?;
-            ("firewall.status", body, short)
+            none(a)?;
+            ("firewall.status", short)
         }
         "list" => {
-            none()?;
-            ("firewall.list", body, short)
+            none(a)?;
+            ("firewall.list", short)
         }
         "check" => {
-            body["ip"] = one("an IP address")?.into();
-            ("firewall.check", body, short)
+            body["ip"] = one(a, "an IP address")?.into();
+            ("firewall.check", short)
         }
         "block" => {
-            body["ip"] = one("an IP address")?.into();
-            ("firewall.block", body, long)
+            body["ip"] = one(a, "an IP address")?.into();
+            ("firewall.block", long)
         }
         "unblock" => {
-            body["ip"] = one("an IP address")?.into();
-            ("firewall.unblock", body, long)
+            body["ip"] = one(a, "an IP address")?.into();
+            ("firewall.unblock", long)
         }
         "allow" => {
-            body["ip"] = one("an IP address or range")?.into();
-            ("firewall.allow", body, long)
+            body["ip"] = one(a, "an IP address or range")?.into();
+            ("firewall.allow", long)
         }
         "unallow" => {
-            body["ip"] = one("an IP address or range")?.into();
-            ("firewall.unallow", body, long)
+            body["ip"] = one(a, "an IP address or range")?.into();
+            ("firewall.unallow", long)
         }
         "deny-subnet" => {
-            body["subnet"] = one("a CIDR range")?.into();
-            ("firewall.deny_subnet", body, long)
+            body["subnet"] = one(a, "a CIDR range")?.into();
+            ("firewall.deny_subnet", long)
         }
         "remove-subnet" => {
-            body["subnet"] = one("a CIDR range")?.into();
-            ("firewall.remove_subnet", body, long)
+            body["subnet"] = one(a, "a CIDR range")?.into();
+            ("firewall.remove_subnet", long)
         }
         "flush" => {
-            none()?;
-            ("firewall.flush", body, long)
+            none(a)?;
+            ("firewall.flush", long)
         }
         "confirm" => {
-            none()?;
-            ("firewall.confirm", body, long)
+            none(a)?;
+            ("firewall.confirm", long)
         }
         "revert" => {
-            none()?;
-            ("firewall.revert", body, long)
+            none(a)?;
+            ("firewall.revert", long)
         }
-        "rollback" => match rest {
-            [] | ["status"] => ("firewall.rollback", body, short),
-            ["confirm"] => ("firewall.confirm", body, long),
-            ["revert"] => ("firewall.revert", body, long),
+        "rollback" => match a.rest() {
+            [] => ("firewall.rollback", short),
+            [w] if w == "status" => ("firewall.rollback", short),
+            [w] if w == "confirm" => ("firewall.confirm", long),
+            [w] if w == "revert" => ("firewall.revert", long),
             _ => return Err("rollback takes status, confirm or revert".into()),
         },
-        other => return Err(format!("unknown command {other:?}")),
+        _ => return Err(unknown(a)),
+    };
+    Ok(Request {
+        command,
+        body,
+        timeout,
     })
 }
 
@@ -377,69 +240,16 @@ fn rollback_line(r: &Value) -> String {
     }
 }
 
-/// Runs `svc firewall ...` (arguments after `firewall`); returns the exit code.
-pub fn run(args: Vec<OsString>) -> i32 {
-    let a = match parse(args) {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("svc firewall: {e}\n");
-            eprint!("{}", usage());
-            return 2;
-        }
-    };
-    if a.help {
-        super::out(&usage());
-        return 0;
-    }
-    let (cmd, body, timeout) = match request(&a) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("svc firewall: {e}\n");
-            eprint!("{}", usage());
-            return 2;
-        }
-    };
-    let sub = a.words.first().cloned().unwrap_or_default();
-    let what = format!("svc firewall {sub}");
-    let answer =
-        match super::control::ask_daemon(a.config.clone(), a.dev, &what, cmd, body, timeout) {
-            Ok(v) => v,
-            Err(code) => return code,
-        };
-    if let Some(e) = answer.get("error").and_then(Value::as_str) {
-        if a.json {
-            super::out(&format!(
-                "{}\n",
-                serde_json::to_string_pretty(&answer).unwrap_or_default()
-            ));
-        }
-        eprintln!("svc firewall {sub}: {}", crate::text::escape_controls(e));
-        return 1;
-    }
-    if a.json {
-        super::out(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&answer).unwrap_or_default()
-        ));
-    } else {
-        super::out(&human(cmd, &answer));
-        if let Some(w) = answer.get("warning").and_then(Value::as_str) {
-            eprintln!(
-                "svc firewall {sub}: warning: {}",
-                crate::text::escape_controls(w)
-            );
-        }
-    }
-    0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn p(args: &[&str]) -> Result<(&'static str, Value, Duration), String> {
-        let a = parse(args.iter().map(OsString::from).collect())?;
-        request(&a)
+        let a = crate::cli::args::parse(
+            &crate::cli::defs::FIREWALL,
+            args.iter().map(std::ffi::OsString::from).collect(),
+        )?;
+        request(&a).map(|r| (r.command, r.body, r.timeout))
     }
 
     #[test]
@@ -456,19 +266,10 @@ mod tests {
             p(&["deny-subnet", "198.51.100.0/24"]).unwrap().1,
             json!({"subnet": "198.51.100.0/24"})
         );
-        let a = parse(
-            ["list", "--json", "-c", "/x.toml"]
-                .map(OsString::from)
-                .to_vec(),
-        )
-        .unwrap();
-        assert!(a.json);
-        assert_eq!(a.config, Some(PathBuf::from("/x.toml")));
     }
 
     #[test]
     fn usage_errors_say_what_is_wrong() {
-        assert!(p(&[]).unwrap_err().contains("missing command"));
         assert!(p(&["block"]).unwrap_err().contains("needs an IP address"));
         assert!(p(&["block", "a", "b"]).unwrap_err().contains("takes one"));
         assert!(p(&["flush", "x"])
@@ -481,10 +282,7 @@ mod tests {
             .unwrap_err()
             .contains("unit"));
         assert!(p(&["nope"]).unwrap_err().contains("unknown command"));
-        assert!(parse(["--bogus"].map(OsString::from).to_vec()).is_err());
-        for (name, _, _) in COMMANDS {
-            assert!(usage().contains(name));
-        }
+        assert!(p(&["--bogus"]).is_err());
     }
 
     #[test]

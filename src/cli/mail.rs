@@ -4,111 +4,33 @@
 //! Exit codes: 0 done; 1 refused or failed (the reason on standard error: unknown id, the
 //! entry in another state, a move that failed, the daemon not running); 2 usage error.
 
-use std::ffi::OsString;
-use std::path::PathBuf;
-use std::time::Duration;
-
 use serde_json::{json, Value};
 
+use super::args::Args;
+use super::family::{unknown, Family, Request};
 use crate::text::escape_controls;
 
-pub const COMMANDS: &[(&str, &str, &str)] = &[
-    (
-        "status",
-        "",
-        "watcher, spool, clamd health and version, staging",
-    ),
-    (
-        "stats",
-        "",
-        "messages scanned, infected, quarantined, incomplete",
-    ),
-    ("list", "", "quarantined messages, newest first"),
-    (
-        "release",
-        "ID",
-        "put a quarantined message back into its spool",
-    ),
-    ("delete", "ID", "delete a quarantined message"),
-];
+/// `svc mail`: verbs and flags in [`super::defs`].
+pub static FAMILY: Family = Family {
+    command: &super::defs::MAIL,
+    request,
+    human,
+};
 
-pub const FLAGS: &[(&str, &str)] = &[
-    ("--json", "print the daemon's JSON answer"),
-    (
-        "-c, --config FILE",
-        "main configuration file (default /etc/svc/svc.toml)",
-    ),
-    (
-        "--dev",
-        "talk to a daemon started with --dev in this directory",
-    ),
-    ("-h, --help", "print this help"),
-];
-
-pub fn usage() -> String {
-    let mut s = String::from(
-        "svc mail — the mail antivirus (spool watcher, clamd, mail quarantine)\n\nUsage: svc mail <command> [ID] [options]\n\nCommands:\n",
-    );
-    for (name, arg, help) in COMMANDS {
-        s.push_str(&format!("  {:<16} {help}\n", format!("{name} {arg}")));
-    }
-    s.push_str("\nOptions:\n");
-    for (flag, help) in FLAGS {
-        s.push_str(&format!("  {flag:<20} {help}\n"));
-    }
-    s.push_str(
-        "\nExit status: 0 done, 1 refused or failed (reason on standard error), 2 usage error.\n",
-    );
-    s
-}
-
-#[derive(Debug, Default)]
-struct Args {
-    words: Vec<String>,
-    json: bool,
-    config: Option<PathBuf>,
-    dev: bool,
-    help: bool,
-}
-
-fn parse(args: Vec<OsString>) -> Result<Args, String> {
-    use lexopt::prelude::*;
-    let mut p = lexopt::Parser::from_args(args);
-    let mut a = Args::default();
-    let err = |e: lexopt::Error| e.to_string();
-    while let Some(arg) = p.next().map_err(err)? {
-        match arg {
-            Value(v) => a.words.push(v.to_string_lossy().into_owned()),
-            Long("json") => a.json = true,
-            Short('c') | Long("config") => a.config = Some(PathBuf::from(p.value().map_err(err)?)),
-            Long("dev") => a.dev = true,
-            Short('h') | Long("help") => a.help = true,
-            other => return Err(other.unexpected().to_string()),
-        }
-    }
-    if a.dev && a.config.is_some() {
-        return Err("--dev and --config cannot be combined".into());
-    }
-    Ok(a)
-}
-
-fn request(a: &Args) -> Result<(&'static str, Value), String> {
-    let words: Vec<&str> = a.words.iter().map(String::as_str).collect();
-    let Some((&sub, rest)) = words.split_first() else {
-        return Err("missing command".into());
-    };
+fn request(a: &Args) -> Result<Request, String> {
+    let (sub, rest) = (a.verb(), a.rest());
     let cmd = match sub {
         "status" => "mail.status",
         "stats" => "mail.stats",
         "list" => "mail.list",
         "release" => "mail.release",
         "delete" => "mail.delete",
-        other => return Err(format!("unknown command {:?}", escape_controls(other))),
+        _ => return Err(unknown(a)),
     };
     match (cmd, rest) {
-        ("mail.release" | "mail.delete", [id]) => Ok((cmd, json!({ "id": id }))),
+        ("mail.release" | "mail.delete", [id]) => Ok(Request::new(cmd, json!({ "id": id }))),
         ("mail.release" | "mail.delete", _) => Err(format!("{sub} takes one quarantine ID")),
-        (_, []) => Ok((cmd, json!({}))),
+        (_, []) => Ok(Request::new(cmd, json!({}))),
         _ => Err(format!("{sub} takes no argument")),
     }
 }
@@ -180,65 +102,16 @@ fn human(cmd: &str, v: &Value) -> String {
     }
 }
 
-pub fn run(args: Vec<OsString>) -> i32 {
-    let a = match parse(args) {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("svc mail: {e}\n");
-            eprint!("{}", usage());
-            return 2;
-        }
-    };
-    if a.help {
-        super::out(&usage());
-        return 0;
-    }
-    let (cmd, body) = match request(&a) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("svc mail: {e}\n");
-            eprint!("{}", usage());
-            return 2;
-        }
-    };
-    let sub = a.words.first().cloned().unwrap_or_default();
-    let what = format!("svc mail {sub}");
-    let answer = match super::control::ask_daemon(
-        a.config.clone(),
-        a.dev,
-        &what,
-        cmd,
-        body,
-        Duration::from_secs(120),
-    ) {
-        Ok(v) => v,
-        Err(code) => return code,
-    };
-    if a.json {
-        super::out(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&answer).unwrap_or_default()
-        ));
-    }
-    if let Some(e) = answer.get("error").and_then(Value::as_str) {
-        eprintln!("svc mail {sub}: {}", escape_controls(e));
-        return 1;
-    }
-    if !a.json {
-        super::out(&human(cmd, &answer));
-    }
-    0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn req(words: &[&str]) -> Result<(&'static str, Value), String> {
-        request(&Args {
-            words: words.iter().map(|w| w.to_string()).collect(),
-            ..Args::default()
-        })
+        let a = crate::cli::args::parse(
+            &crate::cli::defs::MAIL,
+            words.iter().map(std::ffi::OsString::from).collect(),
+        )?;
+        request(&a).map(|r| (r.command, r.body))
     }
 
     #[test]

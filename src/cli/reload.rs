@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::Flags;
+use super::Args;
 
 /// A reload restarts collectors at most; a large inotify tree can take a while.
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Where the daemon's socket is, and the configuration errors seen locally (if any).
-fn locate(flags: &Flags) -> (PathBuf, Vec<String>) {
+fn locate(flags: &Args) -> (PathBuf, Vec<String>) {
     if flags.dev {
         return (crate::daemon::dev::state_dir(), Vec::new());
     }
@@ -51,7 +51,7 @@ fn list(v: &Value, key: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-pub fn run(flags: &Flags) -> i32 {
+pub fn run(flags: &Args) -> i32 {
     let (state, local_errors) = locate(flags);
     let sock = state.join("svc.sock");
     let answer = match super::control::request(&sock, "reload", json!({}), TIMEOUT) {

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::Flags;
+use super::Args;
 
 /// The state directory a CLI command talks to.
-pub fn state_path(flags: &Flags) -> Result<PathBuf, String> {
+pub fn state_path(flags: &Args) -> Result<PathBuf, String> {
     if flags.dev {
         return Ok(crate::daemon::dev::state_dir());
     }
@@ -24,7 +24,7 @@ pub fn state_path(flags: &Flags) -> Result<PathBuf, String> {
 /// Sends one command to the daemon through the shared client ([`super::control`]); prints a
 /// clear message (not running, not responding, refused answer, daemon error) and returns
 /// `Err(1)` on failure.
-pub fn ask(flags: &Flags, command: &str, args: Value, timeout: Duration) -> Result<Value, i32> {
+pub fn ask(flags: &Args, command: &str, args: Value, timeout: Duration) -> Result<Value, i32> {
     let state = state_path(flags).map_err(|e| {
         eprintln!("svc {command}: {e}");
         1
@@ -48,7 +48,7 @@ pub fn ask(flags: &Flags, command: &str, args: Value, timeout: Duration) -> Resu
     }
 }
 
-pub fn run(flags: &Flags) -> i32 {
+pub fn run(flags: &Args) -> i32 {
     let answer = match ask(
         flags,
         "status",

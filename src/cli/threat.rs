@@ -5,119 +5,19 @@
 //! address, nothing changed, the daemon not running, the firewall engine absent); 2 usage
 //! error.
 
-use std::ffi::OsString;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-/// Subcommands: (name, arguments, summary).
-pub const COMMANDS: &[(&str, &str, &str)] = &[
-    (
-        "lookup",
-        "IP",
-        "verdict, score, sources, GeoIP, RDAP, block state and recent events of an address",
-    ),
-    (
-        "block",
-        "IP...",
-        "block for 24 hours (--permanent: with no expiry and permanent evidence)",
-    ),
-    (
-        "whitelist",
-        "IP...",
-        "put on the permanent whitelist (--hours H: one address for H hours, 1-168)",
-    ),
-    ("unwhitelist", "IP...", "remove from the whitelist"),
-    (
-        "clear",
-        "IP...",
-        "clear the score and evidence (events, firewall and blocklist entries stay)",
-    ),
-    ("stats", "", "attack statistics and type breakdown"),
-    ("top", "", "top attacking addresses (--limit N)"),
-    ("events", "IP", "event history of an address (--limit N)"),
-    (
-        "undo",
-        "[TOKEN]",
-        "list the undoable changes made from the command line, or undo one",
-    ),
-];
+use super::args::Args;
+use super::family::{none, one, unknown, Family, Request};
 
-pub const FLAGS: &[(&str, &str)] = &[
-    ("--permanent", "block: no expiry (permanent evidence)"),
-    (
-        "--hours H",
-        "whitelist: a temporary whitelist of H hours (1-168)",
-    ),
-    ("--reason TEXT", "block, whitelist: why (shown in lists)"),
-    ("--limit N", "top, events: how many"),
-    ("--json", "print the daemon's JSON answer"),
-    (
-        "-c, --config FILE",
-        "main configuration file (default /etc/svc/svc.toml)",
-    ),
-    (
-        "--dev",
-        "talk to a daemon started with --dev in this directory",
-    ),
-    ("-h, --help", "print this help"),
-];
-
-pub fn usage() -> String {
-    let mut s = String::from(
-        "svc threat — threat intelligence: attack database, verdicts, blocks, whitelist\n\nUsage: svc threat <command> [ARG...] [options]\n\nCommands:\n",
-    );
-    for (name, arg, help) in COMMANDS {
-        s.push_str(&format!("  {:<20} {help}\n", format!("{name} {arg}")));
-    }
-    s.push_str("\nOptions:\n");
-    for (flag, help) in FLAGS {
-        s.push_str(&format!("  {flag:<20} {help}\n"));
-    }
-    s.push_str(
-        "\nExit status: 0 done, 1 refused or failed (reason on standard error), 2 usage error.\n",
-    );
-    s
-}
-
-#[derive(Debug, Default, PartialEq)]
-struct Args {
-    words: Vec<String>,
-    permanent: bool,
-    hours: Option<String>,
-    reason: Option<String>,
-    limit: Option<String>,
-    json: bool,
-    config: Option<PathBuf>,
-    dev: bool,
-    help: bool,
-}
-
-fn parse(args: Vec<OsString>) -> Result<Args, String> {
-    use lexopt::prelude::*;
-    let mut p = lexopt::Parser::from_args(args);
-    let mut a = Args::default();
-    let err = |e: lexopt::Error| e.to_string();
-    while let Some(arg) = p.next().map_err(err)? {
-        match arg {
-            Value(v) => a.words.push(v.to_string_lossy().into_owned()),
-            Long("permanent") => a.permanent = true,
-            Long("hours") => a.hours = Some(p.value().map_err(err)?.to_string_lossy().into()),
-            Long("reason") => a.reason = Some(p.value().map_err(err)?.to_string_lossy().into()),
-            Long("limit") => a.limit = Some(p.value().map_err(err)?.to_string_lossy().into()),
-            Long("json") => a.json = true,
-            Short('c') | Long("config") => a.config = Some(PathBuf::from(p.value().map_err(err)?)),
-            Long("dev") => a.dev = true,
-            Short('h') | Long("help") => a.help = true,
-            other => return Err(other.unexpected().to_string()),
-        }
-    }
-    if a.dev && a.config.is_some() {
-        return Err("--dev and --config cannot be combined".into());
-    }
-    Ok(a)
-}
+/// `svc threat`: verbs and flags in [`super::defs`].
+pub static FAMILY: Family = Family {
+    command: &super::defs::THREAT,
+    request,
+    human,
+};
 
 fn number(name: &str, v: &str, lo: u64, hi: u64) -> Result<u64, String> {
     match v.parse::<u64>() {
@@ -126,45 +26,10 @@ fn number(name: &str, v: &str, lo: u64, hi: u64) -> Result<u64, String> {
     }
 }
 
-/// The control command and its arguments for a parsed command line.
-fn request(a: &Args) -> Result<(&'static str, Value), String> {
-    let words: Vec<&str> = a.words.iter().map(String::as_str).collect();
-    let Some((&sub, rest)) = words.split_first() else {
-        return Err("missing command".into());
-    };
-    let uses = |set: bool, name: &str, ok: bool| -> Result<(), String> {
-        if set && !ok {
-            Err(format!("{name} does not apply to {sub}"))
-        } else {
-            Ok(())
-        }
-    };
-    uses(a.permanent, "--permanent", sub == "block")?;
-    uses(a.hours.is_some(), "--hours", sub == "whitelist")?;
-    uses(
-        a.reason.is_some(),
-        "--reason",
-        matches!(sub, "block" | "whitelist"),
-    )?;
-    uses(
-        a.limit.is_some(),
-        "--limit",
-        matches!(sub, "top" | "events"),
-    )?;
-    let one = |what: &str| -> Result<String, String> {
-        match rest {
-            [x] => Ok(x.to_string()),
-            [] => Err(format!("{sub} needs {what}")),
-            _ => Err(format!("{sub} takes one {what}")),
-        }
-    };
-    let none = || -> Result<(), String> {
-        if rest.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("{sub} takes no argument"))
-        }
-    };
+/// The control request of a parsed command line.
+fn request(a: &Args) -> Result<Request, String> {
+    let sub = a.verb();
+    let rest = a.rest();
     let addresses = |body: &mut Value| -> Result<(), String> {
         match rest {
             [] => Err(format!("{sub} needs at least one IP address")),
@@ -183,68 +48,73 @@ fn request(a: &Args) -> Result<(&'static str, Value), String> {
         }
     };
     let mut body = json!({});
-    if let Some(r) = &a.reason {
-        body["reason"] = r.clone().into();
+    if let Some(r) = a.value("reason") {
+        body["reason"] = r.into();
     }
-    Ok(match sub {
+    let command = match sub {
         "lookup" => {
-            body["ip"] = one("an IP address")?.into();
-            ("threat.lookup", body)
+            body["ip"] = one(a, "an IP address")?.into();
+            "threat.lookup"
         }
         "block" => {
             addresses(&mut body)?;
-            if a.permanent {
-                ("threat.block_permanent", body)
+            if a.switch("permanent") {
+                "threat.block_permanent"
             } else {
-                ("threat.block", body)
+                "threat.block"
             }
         }
-        "whitelist" => match &a.hours {
+        "whitelist" => match a.value("hours") {
             Some(h) => {
-                body["ip"] = one("IP address (with --hours)")?.into();
+                body["ip"] = one(a, "IP address (with --hours)")?.into();
                 body["hours"] = number("--hours", h, 1, 168)?.into();
-                ("threat.temp_whitelist", body)
+                "threat.temp_whitelist"
             }
             None => {
                 addresses(&mut body)?;
-                ("threat.whitelist_ip", body)
+                "threat.whitelist_ip"
             }
         },
         "unwhitelist" => {
             addresses(&mut body)?;
-            ("threat.unwhitelist", body)
+            "threat.unwhitelist"
         }
         "clear" => {
             addresses(&mut body)?;
-            ("threat.clear", body)
+            "threat.clear"
         }
         "stats" => {
-            none()?;
-            ("threat.stats", body)
+            none(a)?;
+            "threat.stats"
         }
         "top" => {
-            none()?;
-            if let Some(l) = &a.limit {
+            none(a)?;
+            if let Some(l) = a.value("limit") {
                 body["limit"] = number("--limit", l, 1, 1000)?.into();
             }
-            ("threat.top_attackers", body)
+            "threat.top_attackers"
         }
         "events" => {
-            body["ip"] = one("an IP address")?.into();
-            if let Some(l) = &a.limit {
+            body["ip"] = one(a, "an IP address")?.into();
+            if let Some(l) = a.value("limit") {
                 body["limit"] = number("--limit", l, 1, 1000)?.into();
             }
-            ("threat.events", body)
+            "threat.events"
         }
         "undo" => match rest {
-            [] => ("threat.undo_pending", body),
+            [] => "threat.undo_pending",
             [t] => {
-                body["undo_token"] = t.to_string().into();
-                ("threat.undo_run", body)
+                body["undo_token"] = t.clone().into();
+                "threat.undo_run"
             }
             _ => return Err("undo takes at most one token".into()),
         },
-        other => return Err(format!("unknown command {other:?}")),
+        _ => return Err(unknown(a)),
+    };
+    Ok(Request {
+        command,
+        body,
+        timeout: Duration::from_secs(60),
     })
 }
 
@@ -413,70 +283,16 @@ fn human(cmd: &str, v: &Value) -> String {
     out
 }
 
-/// Runs `svc threat ...` (arguments after `threat`); returns the exit code.
-pub fn run(args: Vec<OsString>) -> i32 {
-    let a = match parse(args) {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("svc threat: {e}\n");
-            eprint!("{}", usage());
-            return 2;
-        }
-    };
-    if a.help {
-        super::out(&usage());
-        return 0;
-    }
-    let (cmd, body) = match request(&a) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("svc threat: {e}\n");
-            eprint!("{}", usage());
-            return 2;
-        }
-    };
-    let sub = a.words.first().cloned().unwrap_or_default();
-    let what = format!("svc threat {sub}");
-    let answer = match super::control::ask_daemon(
-        a.config.clone(),
-        a.dev,
-        &what,
-        cmd,
-        body,
-        Duration::from_secs(60),
-    ) {
-        Ok(v) => v,
-        Err(code) => return code,
-    };
-    if a.json {
-        super::out(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&answer).unwrap_or_default()
-        ));
-    }
-    if let Some(e) = answer.get("error").and_then(Value::as_str) {
-        if !a.json {
-            let partial = human(cmd, &answer);
-            if answer.get("changed").is_some() {
-                eprint!("{partial}");
-            }
-        }
-        eprintln!("svc threat {sub}: {}", crate::text::escape_controls(e));
-        return 1;
-    }
-    if !a.json {
-        super::out(&human(cmd, &answer));
-    }
-    0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn p(args: &[&str]) -> Result<(&'static str, Value), String> {
-        let a = parse(args.iter().map(OsString::from).collect())?;
-        request(&a)
+        let a = crate::cli::args::parse(
+            &crate::cli::defs::THREAT,
+            args.iter().map(std::ffi::OsString::from).collect(),
+        )?;
+        request(&a).map(|r| (r.command, r.body))
     }
 
     #[test]
@@ -507,7 +323,6 @@ mod tests {
 
     #[test]
     fn usage_errors_say_what_is_wrong() {
-        assert!(p(&[]).unwrap_err().contains("missing command"));
         assert!(p(&["lookup"]).unwrap_err().contains("needs an IP"));
         assert!(p(&["block"]).unwrap_err().contains("at least one"));
         assert!(p(&["clear", "1.2.3.4", "--permanent"])
@@ -521,9 +336,6 @@ mod tests {
             .unwrap_err()
             .contains("takes no argument"));
         assert!(p(&["nope"]).unwrap_err().contains("unknown command"));
-        for (name, _, _) in COMMANDS {
-            assert!(usage().contains(name));
-        }
     }
 
     #[test]

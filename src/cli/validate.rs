@@ -1,8 +1,8 @@
 //! `svc validate`.
 
-use super::Flags;
+use super::Args;
 
-pub fn run(flags: &Flags) -> i32 {
+pub fn run(flags: &Args) -> i32 {
     let path = super::config_path(flags);
     match crate::config::load(&path) {
         Ok(cfg) => {

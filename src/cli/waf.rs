@@ -4,143 +4,46 @@
 //!
 //! Exit codes: 0 done; 1 refused or failed (the reason on standard error); 2 usage error.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::Flags;
+use super::args::Args;
+use super::family::{Family, Request};
 use crate::waf::registry::SHIPPED_RULES;
 
-/// Subcommands: (name, arguments, summary).
-pub const COMMANDS: &[(&str, &str, &str)] = &[
-    (
-        "install-rules",
-        "",
-        "print the include lines for the web server (--server), or install svc's rules (--write)",
-    ),
-    (
-        "stats",
-        "",
-        "collector, denies in 24 h, top rules and addresses",
-    ),
-    (
-        "rules",
-        "",
-        "svc's rules: enabled, staged, escalation, hits in 24 h",
-    ),
-    (
-        "escalation",
-        "[RULE on|off]",
-        "list the rules excluded from escalation, or turn a rule's escalation on or off",
-    ),
-    (
-        "apply",
-        "[RULE...]",
-        "disable exactly these rules (none: enable all) and reload the web server once",
-    ),
-];
-
-pub const FLAGS: &[(&str, &str)] = &[
-    (
-        "--server NAME",
-        "install-rules: apache, nginx or litespeed (default: the one detected)",
-    ),
-    (
-        "--write",
-        "install-rules: write the rules to waf.rules_file and an empty waf.overrides_file when absent",
-    ),
-    ("--json", "print JSON"),
-    (
-        "-c, --config FILE",
-        "main configuration file (default /etc/svc/svc.toml)",
-    ),
-    (
-        "--dev",
-        "talk to a daemon started with --dev in this directory",
-    ),
-    ("-h, --help", "print this help"),
-];
+/// `svc waf` verbs that ask the daemon (`install-rules` runs here: [`run`]).
+pub static FAMILY: Family = Family {
+    command: &super::defs::WAF,
+    request,
+    human,
+};
 
 /// Where `install-rules --write` puts the files when `waf.rules_file` and
 /// `waf.overrides_file` are not set.
 pub const DEFAULT_RULES: &str = "/etc/svc/waf/svc-rules.conf";
 pub const DEFAULT_OVERRIDES: &str = "/etc/svc/waf/svc-overrides.conf";
 
-pub fn usage() -> String {
-    let mut s = String::from(
-        "svc waf — the ModSecurity integration\n\nUsage: svc waf <command> [ARG...] [options]\n\nCommands:\n",
-    );
-    for (name, arg, help) in COMMANDS {
-        s.push_str(&format!("  {:<28} {help}\n", format!("{name} {arg}")));
+/// `--server` of install-rules: one of the servers it knows.
+fn server(a: &Args) -> Result<Option<&str>, String> {
+    match a.value("server") {
+        None => Ok(None),
+        Some(s @ ("apache" | "nginx" | "litespeed")) => Ok(Some(s)),
+        Some(s) => Err(format!(
+            "--server: expected apache, nginx or litespeed, got {s:?}"
+        )),
     }
-    s.push_str("\nOptions:\n");
-    for (flag, help) in FLAGS {
-        s.push_str(&format!("  {flag:<20} {help}\n"));
-    }
-    s.push_str(
-        "\nExit status: 0 done, 1 refused or failed (reason on standard error), 2 usage error.\n",
-    );
-    s
-}
-
-#[derive(Debug, Default, PartialEq)]
-struct Args {
-    words: Vec<String>,
-    server: Option<String>,
-    write: bool,
-    json: bool,
-    config: Option<PathBuf>,
-    dev: bool,
-    help: bool,
-}
-
-fn parse(args: Vec<OsString>) -> Result<Args, String> {
-    use lexopt::prelude::*;
-    let mut p = lexopt::Parser::from_args(args);
-    let mut a = Args::default();
-    let err = |e: lexopt::Error| e.to_string();
-    while let Some(arg) = p.next().map_err(err)? {
-        match arg {
-            Value(v) => a.words.push(v.to_string_lossy().into_owned()),
-            Long("server") => a.server = Some(p.value().map_err(err)?.to_string_lossy().into()),
-            Long("write") => a.write = true,
-            Long("json") => a.json = true,
-            Short('c') | Long("config") => a.config = Some(PathBuf::from(p.value().map_err(err)?)),
-            Long("dev") => a.dev = true,
-            Short('h') | Long("help") => a.help = true,
-            other => return Err(other.unexpected().to_string()),
-        }
-    }
-    if a.dev && a.config.is_some() {
-        return Err("--dev and --config cannot be combined".into());
-    }
-    if let Some(s) = &a.server {
-        if !matches!(s.as_str(), "apache" | "nginx" | "litespeed") {
-            return Err(format!(
-                "--server: expected apache, nginx or litespeed, got {s:?}"
-            ));
-        }
-    }
-    let sub = a.words.first().map(String::as_str).unwrap_or("");
-    if (a.server.is_some() || a.write) && sub != "install-rules" {
-        return Err("--server and --write apply to install-rules only".into());
-    }
-    Ok(a)
 }
 
 /// The control command for a parsed command line.
-fn request(a: &Args) -> Result<(&'static str, Value), String> {
-    let words: Vec<&str> = a.words.iter().map(String::as_str).collect();
-    let Some((&sub, rest)) = words.split_first() else {
-        return Err("missing command".into());
-    };
+fn request(a: &Args) -> Result<Request, String> {
+    let (sub, words) = (a.verb(), a.rest());
+    let rest: Vec<&str> = words.iter().map(String::as_str).collect();
     let rule = |s: &str| -> Result<u32, String> {
         s.parse::<u32>()
             .map_err(|_| format!("{sub}: {s:?} is not a rule id"))
     };
-    Ok(match (sub, rest) {
+    let (command, body) = match (sub, rest.as_slice()) {
         ("stats", []) => ("waf.stats", json!({})),
         ("rules", []) => ("waf.rules", json!({})),
         ("escalation", []) => ("waf.escalation", json!({})),
@@ -161,8 +64,9 @@ fn request(a: &Args) -> Result<(&'static str, Value), String> {
             ("waf.apply", json!({ "disabled": ids }))
         }
         ("stats" | "rules", _) => return Err(format!("{sub} takes no argument")),
-        (other, _) => return Err(format!("unknown command {other:?}")),
-    })
+        _ => return Err(super::family::unknown(a)),
+    };
+    Ok(Request::new(command, body))
 }
 
 /// The web server to write the include for: `--server`, else the first whose
@@ -196,14 +100,9 @@ pub fn include_text(server: &str, rules: &Path, overrides: &Path) -> String {
 }
 
 fn install_rules(a: &Args) -> i32 {
-    let flags = Flags {
-        config: a.config.clone(),
-        dev: a.dev,
-        ..Flags::default()
-    };
-    let path = super::config_path(&flags);
+    let path = super::config_path(a);
     // Without a configuration file (a host where svc is not set up yet) the defaults apply.
-    let waf = if flags.dev || !path.exists() {
+    let waf = if a.dev || !path.exists() {
         crate::config::waf::WafConfig::default()
     } else {
         match crate::config::load(&path) {
@@ -224,11 +123,17 @@ fn install_rules(a: &Args) -> i32 {
         .overrides_file
         .clone()
         .unwrap_or_else(|| PathBuf::from(DEFAULT_OVERRIDES));
-    let Some(server) = a.server.as_deref().or_else(|| detect_server()) else {
+    let named = match server(a) {
+        Ok(s) => s,
+        Err(e) => return super::family::usage_error(&super::defs::WAF, &e),
+    };
+    let write = a.switch("write");
+    let detected = || -> Option<&str> { detect_server() };
+    let Some(server) = named.or_else(detected) else {
         eprintln!("svc waf install-rules: no web server found; name one with --server");
         return 1;
     };
-    if a.write {
+    if write {
         for p in [&rules, &overrides] {
             if let Some(dir) = p.parent() {
                 if let Err(e) = crate::fsutil::ensure_dir(dir, 0o755) {
@@ -256,12 +161,12 @@ fn install_rules(a: &Args) -> i32 {
                 "server": server,
                 "rules_file": rules.display().to_string(),
                 "overrides_file": overrides.display().to_string(),
-                "written": a.write,
+                "written": write,
                 "include": include_text(server, &rules, &overrides),
             })
         ));
     } else {
-        if a.write {
+        if write {
             super::out(&format!(
                 "wrote {} and {}; add to the {server} configuration and reload it:\n",
                 rules.display(),
@@ -352,62 +257,19 @@ fn human(cmd: &str, v: &Value) -> String {
     }
 }
 
-pub fn run(args: Vec<OsString>) -> i32 {
-    let a = match parse(args) {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("svc waf: {e}\n");
-            eprint!("{}", usage());
-            return 2;
+/// Runs `svc waf` (flags parsed, `--help` handled): `install-rules` here, the rest
+/// through the daemon.
+pub fn run(a: &Args) -> i32 {
+    if a.verb() == "install-rules" {
+        if !a.rest().is_empty() {
+            return super::family::usage_error(
+                &super::defs::WAF,
+                "install-rules takes no argument",
+            );
         }
-    };
-    if a.help {
-        super::out(&usage());
-        return 0;
+        return install_rules(a);
     }
-    if a.words.first().map(String::as_str) == Some("install-rules") {
-        if a.words.len() > 1 {
-            eprintln!("svc waf: install-rules takes no argument\n");
-            eprint!("{}", usage());
-            return 2;
-        }
-        return install_rules(&a);
-    }
-    let (cmd, body) = match request(&a) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("svc waf: {e}\n");
-            eprint!("{}", usage());
-            return 2;
-        }
-    };
-    let sub = a.words.first().cloned().unwrap_or_default();
-    let what = format!("svc waf {sub}");
-    let answer = match super::control::ask_daemon(
-        a.config.clone(),
-        a.dev,
-        &what,
-        cmd,
-        body,
-        Duration::from_secs(120),
-    ) {
-        Ok(v) => v,
-        Err(code) => return code,
-    };
-    if a.json {
-        super::out(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&answer).unwrap_or_default()
-        ));
-    }
-    if let Some(e) = answer.get("error").and_then(Value::as_str) {
-        eprintln!("svc waf {sub}: {}", crate::text::escape_controls(e));
-        return 1;
-    }
-    if !a.json {
-        super::out(&human(cmd, &answer));
-    }
-    0
+    super::family::run(&FAMILY, a)
 }
 
 #[cfg(test)]
@@ -415,14 +277,23 @@ mod tests {
     use super::*;
 
     fn args(s: &str) -> Result<Args, String> {
-        parse(s.split_whitespace().map(OsString::from).collect())
+        let a = crate::cli::args::parse(
+            &crate::cli::defs::WAF,
+            s.split_whitespace().map(std::ffi::OsString::from).collect(),
+        )?;
+        server(&a)?;
+        Ok(a)
+    }
+
+    fn req(a: &Args) -> Result<(&'static str, Value), String> {
+        request(a).map(|r| (r.command, r.body))
     }
 
     #[test]
     fn requests_and_usage_errors() {
         let a = args("escalation 900112 off").unwrap();
         assert_eq!(
-            request(&a).unwrap(),
+            req(&a).unwrap(),
             (
                 "waf.escalation",
                 json!({"rule_id": 900112, "escalation": false})
@@ -430,16 +301,16 @@ mod tests {
         );
         let a = args("apply 900112 900109").unwrap();
         assert_eq!(
-            request(&a).unwrap(),
+            req(&a).unwrap(),
             ("waf.apply", json!({"disabled": [900112, 900109]}))
         );
         assert_eq!(
-            request(&args("apply").unwrap()).unwrap().1,
+            req(&args("apply").unwrap()).unwrap().1,
             json!({"disabled": []})
         );
-        assert!(request(&args("escalation 900112 maybe").unwrap()).is_err());
-        assert!(request(&args("apply x").unwrap()).is_err());
-        assert!(request(&args("stats now").unwrap()).is_err());
+        assert!(req(&args("escalation 900112 maybe").unwrap()).is_err());
+        assert!(req(&args("apply x").unwrap()).is_err());
+        assert!(req(&args("stats now").unwrap()).is_err());
         assert!(args("stats --write").is_err());
         assert!(args("install-rules --server iis").is_err());
         assert!(args("install-rules --server nginx --write").is_ok());

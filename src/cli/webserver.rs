@@ -15,87 +15,17 @@
 //!
 //! Exit codes: 0 done; 1 refused or failed; 2 usage error.
 
-use std::ffi::OsString;
-use std::path::PathBuf;
-
 use serde_json::json;
 
-use super::Flags;
+use super::args::Args;
+use super::family::usage_error;
 use crate::challenge::webserver::{self, Server};
 use crate::config::challenge::ChallengeConfig;
 
-pub const FLAGS: &[(&str, &str)] = &[
-    (
-        "--server NAME",
-        "install, remove: apache or nginx (default: every server found)",
-    ),
-    ("--json", "print JSON"),
-    (
-        "-c, --config FILE",
-        "main configuration file (default /etc/svc/svc.toml)",
-    ),
-    ("-h, --help", "print this help"),
-];
-
-pub fn usage() -> String {
-    let mut s = String::from(
-        "svc webserver-integration — send challenged addresses to the proof-of-work challenge\n\nUsage: svc webserver-integration install|status|remove [options]\n\nCommands:\n  install   write the Apache and/or nginx snippets (challenge.apache_file, challenge.nginx_*_file)\n  status    which snippets are installed, and whether the daemon keeps the map fresh\n  remove    delete the snippets svc wrote\n\nOptions:\n",
-    );
-    for (flag, help) in FLAGS {
-        s.push_str(&format!("  {flag:<20} {help}\n"));
-    }
-    s
-}
-
-#[derive(Default)]
-struct Args {
-    words: Vec<String>,
-    server: Option<Server>,
-    json: bool,
-    config: Option<PathBuf>,
-    help: bool,
-}
-
-fn parse(args: Vec<OsString>) -> Result<Args, String> {
-    use lexopt::prelude::*;
-    let mut p = lexopt::Parser::from_args(args);
-    let mut a = Args::default();
-    let err = |e: lexopt::Error| e.to_string();
-    while let Some(arg) = p.next().map_err(err)? {
-        match arg {
-            Value(v) => a.words.push(v.to_string_lossy().into_owned()),
-            Long("server") => {
-                let v = p.value().map_err(err)?.to_string_lossy().into_owned();
-                a.server = Some(
-                    Server::parse(&v)
-                        .ok_or_else(|| format!("--server: expected apache or nginx, got {v:?}"))?,
-                );
-            }
-            Long("json") => a.json = true,
-            Short('c') | Long("config") => a.config = Some(PathBuf::from(p.value().map_err(err)?)),
-            Short('h') | Long("help") => a.help = true,
-            other => return Err(other.unexpected().to_string()),
-        }
-    }
-    match a.words.as_slice() {
-        [] if a.help => {}
-        [w] if matches!(w.as_str(), "install" | "status" | "remove") => {}
-        [] => return Err("missing command (install, status or remove)".into()),
-        [w] => return Err(format!("unknown command {w:?}")),
-        _ => return Err("one command at a time".into()),
-    }
-    if a.server.is_some() && a.words.first().is_some_and(|w| w == "status") {
-        return Err("--server applies to install and remove".into());
-    }
-    Ok(a)
-}
+use super::defs::WEBSERVER_INTEGRATION as COMMAND;
 
 fn config(a: &Args) -> Result<ChallengeConfig, Vec<String>> {
-    let flags = Flags {
-        config: a.config.clone(),
-        ..Flags::default()
-    };
-    let path = super::config_path(&flags);
+    let path = super::config_path(a);
     if a.config.is_none() && !path.exists() {
         return Ok(ChallengeConfig::default());
     }
@@ -104,20 +34,25 @@ fn config(a: &Args) -> Result<ChallengeConfig, Vec<String>> {
         .map_err(|errs| errs.iter().map(|e| e.to_string()).collect())
 }
 
-pub fn run(args: Vec<OsString>) -> i32 {
-    let a = match parse(args) {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("svc webserver-integration: {e}\n");
-            eprint!("{}", usage());
-            return 2;
+/// Runs `svc webserver-integration` (flags parsed, `--help` handled).
+pub fn run(a: &Args) -> i32 {
+    match a.words.as_slice() {
+        [w] if COMMAND.verb(w).is_some() => {}
+        [] => return usage_error(&COMMAND, "missing command (install, status or remove)"),
+        [w] => return usage_error(&COMMAND, &format!("unknown command {w:?}")),
+        _ => return usage_error(&COMMAND, "one command at a time"),
+    }
+    let server = match a.value("server").map(|v| (v, Server::parse(v))) {
+        None => None,
+        Some((_, Some(s))) => Some(s),
+        Some((v, None)) => {
+            return usage_error(
+                &COMMAND,
+                &format!("--server: expected apache or nginx, got {v:?}"),
+            )
         }
     };
-    if a.help {
-        print!("{}", usage());
-        return 0;
-    }
-    let c = match config(&a) {
+    let c = match config(a) {
         Ok(c) => c,
         Err(errs) => {
             for e in errs {
@@ -126,14 +61,14 @@ pub fn run(args: Vec<OsString>) -> i32 {
             return 1;
         }
     };
-    let servers: Vec<Server> = match a.server {
+    let servers: Vec<Server> = match server {
         Some(s) => vec![s],
         None => Server::ALL.into_iter().filter(|s| s.present(&c)).collect(),
     };
     match a.words[0].as_str() {
-        "install" => install(&a, &c, &servers),
-        "remove" => remove(&a, &c, &servers),
-        _ => status(&a, &c),
+        "install" => install(a, &c, &servers),
+        "remove" => remove(a, &c, &servers),
+        _ => status(a, &c),
     }
 }
 
@@ -181,7 +116,7 @@ fn install(a: &Args, c: &ChallengeConfig, servers: &[Server]) -> i32 {
 }
 
 fn remove(a: &Args, c: &ChallengeConfig, servers: &[Server]) -> i32 {
-    let servers: Vec<Server> = if a.server.is_some() {
+    let servers: Vec<Server> = if a.value("server").is_some() {
         servers.to_vec()
     } else {
         Server::ALL.to_vec()

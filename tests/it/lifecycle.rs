@@ -181,6 +181,39 @@ fn cli_usage_errors_exit_2_and_help_exits_0() {
 }
 
 #[test]
+fn one_flag_table_parses_helps_and_generates() {
+    // A verb-specific flag given to another verb is refused, not ignored.
+    let out = run(&["firewall", "unblock", "192.0.2.1", "--for", "4s"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .starts_with("svc firewall: --for does not apply to unblock\n"));
+    let out = run(&["status", "--dev", "-c", "/nonexistent.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--dev and --config cannot be combined"));
+    // Completions and the man page come from the same table as --help.
+    for shell in ["bash", "zsh", "fish"] {
+        let out = run(&["gen", "completions", shell]);
+        assert_eq!(out.status.code(), Some(0), "{shell}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("webserver-integration") && text.contains("deny-subnet"),
+            "{shell}"
+        );
+    }
+    assert_eq!(run(&["gen", "completions", "tcsh"]).status.code(), Some(2));
+    let dir = temp_dir("genman");
+    let out = run(&["gen", "man", dir.join("man").to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(dir.join("man/svc.8")).unwrap();
+    assert_eq!(page, include_str!("../../man/svc.8"));
+}
+
+#[test]
 fn status_cli_matches_the_api_snapshot() {
     let mut d = Daemon::start("statuscli", "");
     // binary_hash appears once a background thread has hashed the executable; wait for it
