@@ -383,7 +383,7 @@ impl ScanJobs {
                         }
                         Err(_) => {
                             super::context::count(&self.ctx.counters().check_panics, 1);
-                            log::error!("scan task {:?} panicked", task.checks());
+                            log::error!("scan task {} panicked", task.checks().join(", "));
                         }
                     }
                 }

@@ -71,8 +71,14 @@ fn load_config(opts: &Options) -> Result<(Config, Option<dev::DevTokens>), Strin
     match config::migrate::migrate_file(&path) {
         Ok(config::migrate::Outcome::Unchanged) => {}
         Ok(o) => log::info!(
-            "{}: legacy webui.auth_token migrated ({o:?})",
-            path.display()
+            "{}: legacy webui.auth_token {}",
+            path.display(),
+            match o {
+                config::migrate::Outcome::RemovedDuplicate => {
+                    "removed (its token already had a webui.tokens entry)"
+                }
+                _ => "moved into a new webui.tokens entry legacy-auth-token",
+            }
         ),
         // Not fatal: the legacy token keeps working from memory.
         Err(e) => log::warn!("legacy token migration skipped: {e}"),
@@ -519,7 +525,11 @@ fn waf_escalate(fw: &crate::firewall::Firewall, f: &crate::findings::Finding) {
         source: "waf".into(),
     };
     match fw.block(vec![item], &actor) {
-        Ok(out) => log::info!("WAF escalation of {ip}: {out:?}"),
+        Ok(out) => {
+            for o in out {
+                log::info!("WAF escalation: {o}");
+            }
+        }
         Err(e) => log::warn!("WAF escalation of {ip}: firewall refused: {e}"),
     }
 }

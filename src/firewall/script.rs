@@ -11,8 +11,15 @@
 //!   does not load elements for these statements, so the script runs in milliseconds
 //!   beside 100,000 blocks.
 //! - Rule order in `input` is the documented precedence: (loopback in `full` mode), infra
-//!   accept, blocked addresses and subnets drop, allowed accept, then the `full` policy.
+//!   accept, blocked addresses and subnets drop, allowed accept, then the `full` policy, in
+//!   which the daemon's own HTTPS port is accepted before the DoS meters (a connection cap
+//!   never throttles the operator's API connections).
+//! - Meter sets hold state made under the rule that filled them (a `ct count over N`
+//!   element keeps its N). The script re-creates, empty, every meter set whose rule
+//!   differs from the one last applied, so a meter never outlives its settings (a revert
+//!   included); unchanged meters keep their state.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -132,16 +139,41 @@ fn disjoint(list: &[Net], v4: bool) -> Vec<Net> {
     out
 }
 
-/// The rendered structure and the number of rules it puts in `input` (for the probe).
+/// The rule filling each meter set in use, by set name (a set no rule uses is absent).
+pub type Meters = BTreeMap<&'static str, String>;
+
+/// The rendered structure, the number of rules it puts in `input` (for the probe) and the
+/// meter rules it installs (for the next render).
 pub struct Structure {
     pub script: String,
     pub input_rules: usize,
+    pub meters: Meters,
 }
 
-/// Renders the structure for `s`. `extra_tcp_in` are ports opened in `full` mode beside
-/// `tcp_in` (the daemon's own HTTPS port). `rebuild` deletes the table first (recovery
-/// when a set definition no longer matches); the element sets then start empty.
-pub fn render(s: &FirewallConfig, extra_tcp_in: &[u16], rebuild: bool) -> Structure {
+/// `tcp dport` operand: one port bare, several as an anonymous set.
+fn dports(list: &[u16]) -> String {
+    match list {
+        [one] => one.to_string(),
+        _ => format!(
+            "{{ {} }}",
+            list.iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// Renders the structure for `s`. `extra_tcp_in` are ports opened in `full` mode ahead of
+/// the meters (the daemon's own HTTPS port). `rebuild` deletes the table first (recovery
+/// when a set definition no longer matches); the element sets then start empty. `applied`
+/// are the meter rules the kernel holds (`None`: unknown, every meter set starts empty).
+pub fn render(
+    s: &FirewallConfig,
+    extra_tcp_in: &[u16],
+    rebuild: bool,
+    applied: Option<&Meters>,
+) -> Structure {
     let t = format!("inet {}", super::TABLE);
     let mut o = String::with_capacity(4096);
     let full = s.mode == Mode::Full;
@@ -232,6 +264,7 @@ pub fn render(s: &FirewallConfig, extra_tcp_in: &[u16], rebuild: bool) -> Struct
         .map(String::from),
     );
     let mut dos = Vec::new();
+    let mut meters = Meters::new();
     let mut output = Vec::new();
     if full {
         input.extend(
@@ -248,33 +281,49 @@ pub fn render(s: &FirewallConfig, extra_tcp_in: &[u16], rebuild: bool) -> Struct
         let mask = "and ffff:ffff:ffff:ffff::";
         if s.syn_flood_rate > 0 {
             let (r, b) = (s.syn_flood_rate, s.syn_flood_burst);
-            dos.push(format!("tcp flags & (syn | ack) == syn add @syn4 {{ ip saddr limit rate over {r}/second burst {b} packets }} counter drop"));
-            dos.push(format!("tcp flags & (syn | ack) == syn add @syn6 {{ ip6 saddr {mask} limit rate over {r}/second burst {b} packets }} counter drop"));
+            meters.insert("syn4", format!("tcp flags & (syn | ack) == syn add @syn4 {{ ip saddr limit rate over {r}/second burst {b} packets }} counter drop"));
+            meters.insert("syn6", format!("tcp flags & (syn | ack) == syn add @syn6 {{ ip6 saddr {mask} limit rate over {r}/second burst {b} packets }} counter drop"));
         }
         if s.conn_rate > 0 {
             let (r, b) = (s.conn_rate, s.conn_rate_burst);
-            dos.push(format!(
-                "add @new4 {{ ip saddr limit rate over {r}/second burst {b} packets }} counter drop"
-            ));
-            dos.push(format!("add @new6 {{ ip6 saddr {mask} limit rate over {r}/second burst {b} packets }} counter drop"));
+            meters.insert(
+                "new4",
+                format!(
+                    "add @new4 {{ ip saddr limit rate over {r}/second burst {b} packets }} counter drop"
+                ),
+            );
+            meters.insert("new6", format!("add @new6 {{ ip6 saddr {mask} limit rate over {r}/second burst {b} packets }} counter drop"));
         }
         if s.conn_limit > 0 {
-            dos.push(format!(
-                "meta l4proto tcp add @conn4 {{ ip saddr ct count over {} }} counter drop",
-                s.conn_limit
-            ));
+            meters.insert(
+                "conn4",
+                format!(
+                    "meta l4proto tcp add @conn4 {{ ip saddr ct count over {} }} counter drop",
+                    s.conn_limit
+                ),
+            );
+        }
+        // In the order of METER_SETS: SYN rate, new-connection rate, connection cap.
+        for (name, _) in METER_SETS {
+            if let Some(r) = meters.get(name) {
+                dos.push(r.clone());
+            }
+        }
+        // The daemon's own port first: the meters below never throttle the operator's API
+        // connections (blocked addresses were dropped above all the same).
+        let mut own: Vec<u16> = extra_tcp_in.to_vec();
+        own.sort_unstable();
+        own.dedup();
+        if !own.is_empty() {
+            input.push(format!("tcp dport {} accept", dports(&own)));
         }
         if !dos.is_empty() {
             dos.insert(0, "ip6 saddr @dosx6 return".into());
             dos.insert(0, "ip saddr @dosx4 return".into());
             input.push("ct state new jump dos".into());
         }
-        let mut tcp_in = s.tcp_in.clone();
-        tcp_in.extend(extra_tcp_in.iter().map(|&p| PortRange { lo: p, hi: p }));
-        tcp_in.sort();
-        tcp_in.dedup();
-        if !tcp_in.is_empty() {
-            input.push(format!("tcp dport {{ {} }} accept", ports(&tcp_in)));
+        if !s.tcp_in.is_empty() {
+            input.push(format!("tcp dport {{ {} }} accept", ports(&s.tcp_in)));
         }
         if !s.udp_in.is_empty() {
             input.push(format!("udp dport {{ {} }} accept", ports(&s.udp_in)));
@@ -291,6 +340,14 @@ pub fn render(s: &FirewallConfig, extra_tcp_in: &[u16], rebuild: bool) -> Struct
             );
             output.push(format!("tcp dport {{ {} }} accept", ports(&s.tcp_out)));
             output.push("meta l4proto tcp ct state new counter drop".into());
+        }
+    }
+    // Meter sets whose rule changed start empty (the chains referring to them were
+    // flushed above): their elements carry the limits of the rule that made them.
+    for (name, def) in METER_SETS {
+        if applied.is_none_or(|a| a.get(name) != meters.get(name)) {
+            let _ = writeln!(o, "delete set {t} {name}");
+            let _ = writeln!(o, "add set {t} {name} {{ {def} }}");
         }
     }
     for r in &dos {
@@ -311,6 +368,7 @@ pub fn render(s: &FirewallConfig, extra_tcp_in: &[u16], rebuild: bool) -> Struct
     Structure {
         script: o,
         input_rules: input.len(),
+        meters,
     }
 }
 
@@ -410,7 +468,7 @@ mod tests {
             ],
             ..FirewallConfig::default()
         };
-        let st = render(&s, &[9443], false);
+        let st = render(&s, &[9443], false, None);
         let o = &st.script;
         assert!(o.contains("policy accept;"));
         assert!(!o.contains("tcp dport"), "{o}");
@@ -440,11 +498,11 @@ mod tests {
         s.tcp_in = vec![PortRange { lo: 22, hi: 22 }];
         s.udp_in = vec![];
         s.dos_exempt_ranges = vec![Net::parse("203.0.113.0/24").unwrap()];
-        let st = render(&s, &[9443], true);
+        let st = render(&s, &[9443], true, None);
         let o = &st.script;
         assert!(o.starts_with("add table inet svc\ndelete table inet svc\n"));
         assert!(o.contains("policy drop;"));
-        assert!(o.contains("input tcp dport { 22, 9443 } accept"), "{o}");
+        assert!(o.contains("input tcp dport { 22 } accept"), "{o}");
         assert!(!o.contains("udp dport"));
         assert!(o.contains("input iif lo accept"));
         assert!(o.contains("ip6 saddr and ffff:ffff:ffff:ffff:: limit rate over 100/second"));
@@ -456,8 +514,55 @@ mod tests {
         let allow = o.find("input ip6 saddr @allownet6 accept").unwrap();
         let est = o.find("input ct state established").unwrap();
         let jump = o.find("input ct state new jump dos").unwrap();
-        let tcp = o.find("input tcp dport").unwrap();
-        assert!(lo < allow && allow < est && est < jump && jump < tcp);
+        let own = o.find("input tcp dport 9443 accept").unwrap();
+        let tcp = o.find("input tcp dport { 22 }").unwrap();
+        assert!(lo < allow && allow < est && est < own && own < jump && jump < tcp);
+    }
+
+    fn recreated(o: &str) -> Vec<&str> {
+        ["syn4", "syn6", "new4", "new6", "conn4"]
+            .into_iter()
+            .filter(|n| o.contains(&format!("delete set inet svc {n}\n")))
+            .collect()
+    }
+
+    /// Issue 23 item 6: a meter set keeps the state made under its rule (`ct count over 1`
+    /// stays 1), so it starts empty whenever its rule changes, a revert included.
+    #[test]
+    fn meter_sets_start_empty_when_their_rule_changes() {
+        let mut s = FirewallConfig {
+            mode: Mode::Full,
+            conn_limit: 1,
+            ..FirewallConfig::default()
+        };
+        let first = render(&s, &[], false, None);
+        assert_eq!(
+            recreated(&first.script),
+            ["syn4", "syn6", "new4", "new6", "conn4"]
+        );
+        // The same settings again: every meter keeps its state.
+        let again = render(&s, &[], false, Some(&first.meters));
+        assert!(recreated(&again.script).is_empty(), "{}", again.script);
+        // Back to blocklist mode (the revert): the meters leave the rules and are emptied.
+        s.mode = Mode::Blocklist;
+        let off = render(&s, &[], false, Some(&first.meters));
+        assert!(off.meters.is_empty());
+        assert_eq!(
+            recreated(&off.script),
+            ["syn4", "syn6", "new4", "new6", "conn4"]
+        );
+        // Full mode with the default cap: only the cap's set changes.
+        s.mode = Mode::Full;
+        s.conn_limit = FirewallConfig::default().conn_limit;
+        let capped = render(&s, &[], false, Some(&first.meters));
+        assert_eq!(recreated(&capped.script), ["conn4"]);
+        let del = capped.script.find("delete set inet svc conn4").unwrap();
+        let flush = capped.script.find("flush chain inet svc dos").unwrap();
+        let rule = capped
+            .script
+            .find("add rule inet svc dos meta l4proto tcp add @conn4")
+            .unwrap();
+        assert!(flush < del && del < rule, "{}", capped.script);
     }
 
     #[test]
@@ -470,7 +575,7 @@ mod tests {
             tcp_out: vec![],
             ..FirewallConfig::default()
         };
-        let o = render(&s, &[], false).script;
+        let o = render(&s, &[], false, None).script;
         assert!(o.contains("delete chain inet svc dos"));
         assert!(!o.contains("jump dos"));
         assert!(o.contains("delete chain inet svc output"));

@@ -244,6 +244,30 @@ impl Outcome {
     }
 }
 
+/// Operator-readable text of an outcome, for log lines: `203.0.113.5 blocked until
+/// 2026-01-02T00:00:00.000000Z`, `... dry run: would be blocked ...`, `... left as it is:
+/// <why>`, `... not blocked: <refusal>`.
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let until = |e: &Option<Timestamp>| match e {
+            Some(t) => format!("until {}", rfc3339(*t)),
+            None => "permanently".to_string(),
+        };
+        match self {
+            Outcome::Blocked { net, expires_at } => {
+                write!(f, "{net} blocked {}", until(expires_at))
+            }
+            Outcome::DryRun { net, expires_at } => write!(
+                f,
+                "{net} recorded as a dry run (auto_response.dry_run): would be blocked {}",
+                until(expires_at)
+            ),
+            Outcome::Unchanged { net, why } => write!(f, "{net} left as it is: {why}"),
+            Outcome::Refused { net, refusal } => write!(f, "{net} not blocked: {refusal}"),
+        }
+    }
+}
+
 /// What an allow request changed.
 #[derive(Clone, Debug)]
 pub struct AllowOutcome {
@@ -357,4 +381,56 @@ pub fn check_reason(reason: &str) -> Result<(), FirewallError> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 23 item 13: outcomes read as text in log lines, not as Rust `Debug` output.
+    #[test]
+    fn outcomes_read_as_operator_text() {
+        let net = Net::parse("203.0.113.5").unwrap();
+        let t = Timestamp::from_second(1_767_312_000).unwrap();
+        let cases = [
+            (
+                Outcome::Blocked {
+                    net,
+                    expires_at: Some(t),
+                },
+                "203.0.113.5 blocked until 2026-01-02T00:00:00.000000Z",
+            ),
+            (
+                Outcome::Blocked {
+                    net,
+                    expires_at: None,
+                },
+                "203.0.113.5 blocked permanently",
+            ),
+            (
+                Outcome::DryRun {
+                    net,
+                    expires_at: Some(t),
+                },
+                "203.0.113.5 recorded as a dry run (auto_response.dry_run): would be blocked until 2026-01-02T00:00:00.000000Z",
+            ),
+            (
+                Outcome::Unchanged {
+                    net,
+                    why: "already blocked permanently".into(),
+                },
+                "203.0.113.5 left as it is: already blocked permanently",
+            ),
+            (
+                Outcome::Refused {
+                    net,
+                    refusal: Refusal::Infra(Net::parse("203.0.113.0/24").unwrap()),
+                },
+                "203.0.113.5 not blocked: 203.0.113.0/24 is an infrastructure address (firewall.infra_ips); it is never blocked",
+            ),
+        ];
+        for (o, text) in cases {
+            assert_eq!(o.to_string(), text);
+        }
+    }
 }

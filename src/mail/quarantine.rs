@@ -14,6 +14,10 @@
 //!   (`-D`) and the others first and publishes the header last. While moving an Exim
 //!   message the daemon holds a lock on `-D` that conflicts with Exim's delivery lock, so
 //!   no delivery runs meanwhile (a message being delivered is retried later).
+//! - **Optional files.** The journal and the message log are taken when present; a
+//!   missing message log, or its whole directory (Exim with `message_logs = false`), is
+//!   normal: the message is quarantined by its `-H` and `-D` files and released without
+//!   one. A message log put back whose directory is gone gets it made again.
 //! - **Failures.** A failed quarantine moves back what it moved; when that fails too, the
 //!   remaining quarantine files are kept, the row becomes `partial` and names the paths in
 //!   both places. A failed release or delete keeps the row (`partial`) and names the
@@ -229,6 +233,9 @@ pub struct MailQuarantine {
     pause: Option<Hook>,
 }
 
+/// Mode of a message-log directory a release makes again (Exim's `MSGLOG_DIRECTORY_MODE`).
+const MSGLOG_DIR_MODE: u32 = 0o750;
+
 const Q_QUARANTINING: &str = "quarantining";
 const Q_QUARANTINED: &str = "quarantined";
 const Q_RELEASING: &str = "releasing";
@@ -361,12 +368,18 @@ impl MailQuarantine {
         })?;
         let mut recs = Vec::new();
         for c in files {
-            let d = root
-                .open_beneath(Path::new(&c.dir))
-                .map_err(|e| QError::Storage {
-                    error: e.to_string(),
-                    paths: vec![format!("{}/{}", escape_path(spool_root), c.dir)],
-                })?;
+            let d = match root.open_beneath(Path::new(&c.dir)) {
+                Ok(d) => d,
+                // No directory, no file: Exim with `message_logs = false` keeps no
+                // `msglog/` directory at all.
+                Err(dir::Error::NotFound { .. }) if !c.required => continue,
+                Err(e) => {
+                    return Err(QError::Storage {
+                        error: e.to_string(),
+                        paths: vec![format!("{}/{}", escape_path(spool_root), c.dir)],
+                    })
+                }
+            };
             let shown = format!("{}/{}/{}", escape_path(spool_root), c.dir, c.name);
             match d.lstat(OsStr::new(&c.name)) {
                 Ok(Some(i)) if i.kind == Kind::File => recs.push(SpoolFile {
@@ -586,14 +599,19 @@ impl MailQuarantine {
                 f.name
             );
             let shown_q = escape_path(&self.dir.join(&row.id).join(&f.stored)).into_owned();
-            let d = root
-                .open_beneath(Path::new(&f.dir))
-                .map_err(|e| QError::Storage {
-                    error: e.to_string(),
-                    paths: vec![shown_spool.clone()],
-                })?;
+            let place = self.place(&root, entry.as_ref(), f);
+            let d = match Self::release_dir(&root, f, place) {
+                Ok(Some(d)) => d,
+                Ok(None) => continue,
+                Err(e) => {
+                    return Err(QError::Storage {
+                        error: e.to_string(),
+                        paths: vec![shown_spool.clone()],
+                    })
+                }
+            };
             clean_parts(&d);
-            match (self.place(&root, entry.as_ref(), f), entry.as_ref()) {
+            match (place, entry.as_ref()) {
                 (Place::Quarantine, Some(e)) => {
                     dir::move_file(e, OsStr::new(&f.stored), &d, OsStr::new(&f.name), None)
                         .map_err(|err| QError::Storage {
@@ -635,6 +653,30 @@ impl MailQuarantine {
         }
         self.set_state(&row.id, &[Q_RELEASING], Q_RELEASED, None)?;
         Ok(())
+    }
+
+    /// The spool directory a release writes `f` into. A message log whose directory is
+    /// gone (Exim makes them as it needs them; an operator may have turned message logs
+    /// off and removed them) gets it made again beneath the spool root, as Exim makes it:
+    /// mode 0750, owned as the log file. `None`: nothing to put back there (a message log
+    /// in neither place, as a spool without message logs has none).
+    fn release_dir(root: &Dir, f: &SpoolFile, place: Place) -> dir::Result<Option<Dir>> {
+        match root.open_beneath(Path::new(&f.dir)) {
+            Ok(d) => Ok(Some(d)),
+            Err(dir::Error::NotFound { .. }) if f.role == "msglog" => match place {
+                Place::Quarantine => {
+                    let create = dir::Create {
+                        mode: MSGLOG_DIR_MODE,
+                        owner: Some((f.uid, f.gid)),
+                    };
+                    let made =
+                        dir::Descent::new(root.try_clone()?, Path::new(&f.dir), Some(create))?;
+                    Ok(Some(made.dir().try_clone()?))
+                }
+                _ => Ok(None),
+            },
+            Err(e) => Err(e),
+        }
     }
 
     /// Deletes a quarantined message for good.

@@ -132,11 +132,11 @@ impl Digest {
                 );
                 match (r, w) {
                     (Ok(records), Ok(webhook)) => st.rows = Some(Rows { records, webhook }),
-                    (r, w) => log::warn!(
-                        "block digest: cannot register its rows: {:?} {:?}",
-                        r.err(),
-                        w.err()
-                    ),
+                    (r, w) => {
+                        for e in [r.err(), w.err()].into_iter().flatten() {
+                            log::warn!("block digest: cannot register its rows: {e}");
+                        }
+                    }
                 }
             }
             (false, true) => {

@@ -184,8 +184,13 @@ impl Net {
 
     /// Opens `n` connections from peer and keeps them; returns how many opened.
     fn hold(&self, dst: &str, n: usize) -> (usize, Vec<TcpStream>) {
+        self.hold_port(dst, PORT, n)
+    }
+
+    /// [`Net::hold`] to another port of srv.
+    fn hold_port(&self, dst: &str, port: u16, n: usize) -> (usize, Vec<TcpStream>) {
         let peer = self.peer.name.clone();
-        let addr: SocketAddr = format!("{dst}:{PORT}").parse().unwrap();
+        let addr: SocketAddr = format!("{dst}:{port}").parse().unwrap();
         std::thread::spawn(move || {
             let f = std::fs::File::open(format!("/run/netns/{peer}")).unwrap();
             nix::sched::setns(f.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
@@ -204,14 +209,21 @@ impl Net {
     /// Starts the daemon inside srv with the firewall on and `extra` `[firewall]` keys.
     /// The calling thread stays in srv so it can reach the daemon's loopback listener.
     pub(crate) fn daemon(&self, tag: &str, firewall: &str, more: &str) -> Daemon {
+        self.daemon_on(tag, "127.0.0.1:0", firewall, more)
+    }
+
+    /// [`Net::daemon`] with the API listening on `listen` (in srv).
+    pub(crate) fn daemon_on(&self, tag: &str, listen: &str, firewall: &str, more: &str) -> Daemon {
         self.srv.enter();
         let dir = temp_dir(tag);
         let state = dir.join("state");
         let config = dir.join("svc.toml");
-        let text = base_config(&state).replace(
-            "[firewall]\nenabled = false\n",
-            &format!("[firewall]\nenabled = true\ncheck_interval_seconds = 1\n{firewall}\n"),
-        );
+        let text = base_config(&state)
+            .replace(
+                "[firewall]\nenabled = false\n",
+                &format!("[firewall]\nenabled = true\ncheck_interval_seconds = 1\n{firewall}\n"),
+            )
+            .replace("listen = \"127.0.0.1:0\"", &format!("listen = {listen:?}"));
         std::fs::write(&config, format!("{text}{more}")).unwrap();
         Daemon::start_with(dir, config, state, &[])
     }
@@ -491,6 +503,76 @@ fn connection_cap_applies_per_source_and_dos_exempt_ranges_skip_it() {
     let caps = caps["capabilities"].as_array().unwrap();
     assert!(caps.contains(&json!("firewall.dos_exempt.v1")));
     assert!(caps.contains(&json!("firewall.rollback.v1")));
+}
+
+/// The `ct count over N` limits the `conn4` meter's elements hold.
+fn conn_limits(set: &str) -> Vec<u64> {
+    set.split("ct count over ")
+        .skip(1)
+        .filter_map(|rest| {
+            let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+            digits.parse().ok()
+        })
+        .collect()
+}
+
+/// Issue 23 item 6: a tentative connection cap of 1, one connection kept open, revert, a
+/// tentative `full` mode again (cap 300): the meter element made under the cap of 1 must
+/// not outlive it, or the address's next connection is dropped.
+#[test]
+fn a_reverted_connection_cap_leaves_no_meter_behind() {
+    let Some(net) = require("meter") else { return };
+    let d = net.daemon("fw-meter", "tcp_in = [8080]", "");
+    let tentative = |changes: Value| {
+        post(
+            &d,
+            "/api/v1/settings/firewall/tentative-apply",
+            ADMIN,
+            json!({"changes": changes, "timeout_min": 5}),
+        )
+        .expect(202);
+    };
+    tentative(json!({"mode": "full", "conn_limit": 1}));
+    let (n, _first) = net.hold("192.0.2.1", 2);
+    assert_eq!(
+        n, 1,
+        "the cap of 1 holds: one connection, the second dropped"
+    );
+    assert_eq!(conn_limits(&net.set("conn4")), [1]);
+    post(&d, "/api/v1/settings/firewall/revert", ADMIN, json!({})).expect(200);
+    tentative(json!({"mode": "full"}));
+    let (n, _next) = net.hold("192.0.2.1", 1);
+    assert_eq!(n, 1, "the next connection of that address is accepted");
+    let left = conn_limits(&net.set("conn4"));
+    assert!(
+        !left.contains(&1),
+        "conn4 still holds the reverted cap: {left:?}"
+    );
+    assert_eq!(conn_limits(&net.set("conn4")), [300]);
+}
+
+/// Issue 23 item 6: the rule that keeps the API port open comes before the connection
+/// meters, so a connection cap never throttles the operator's own API connections.
+#[test]
+fn the_api_port_is_accepted_before_the_connection_meters() {
+    let Some(net) = require("apiport") else {
+        return;
+    };
+    let d = net.daemon_on(
+        "fw-apiport",
+        "192.0.2.1:9443",
+        "mode = \"full\"\ntcp_in = [8080]\nconn_limit = 1",
+        "",
+    );
+    let (n, _held) = net.hold("192.0.2.1", 3);
+    assert_eq!(n, 1, "the cap applies to port 8080");
+    let (n, _api) = net.hold_port("192.0.2.1", 9443, 3);
+    assert_eq!(n, 3, "connections to the API port are not capped");
+    let chain = net.srv.nft(&["list", "chain", "inet", "svc", "input"]);
+    let api = chain.find("tcp dport 9443 accept").expect(&chain);
+    let dos = chain.find("jump dos").expect(&chain);
+    assert!(api < dos, "{chain}");
+    d.get("/api/v1/status", READ).expect(200);
 }
 
 #[test]

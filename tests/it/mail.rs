@@ -24,6 +24,9 @@ use serde_json::Value;
 /// The string the test signature matches.
 const MARKER: &str = "SVC-TEST-MALWARE-MARKER-7f3a9c";
 const SIG_NAME: &str = "Svc.Test.Marker";
+/// The EICAR test file; the test database names it as ClamAV's own does.
+const EICAR: &str = r"X5O!P%@AP[4\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*";
+const EICAR_SIG: &str = "Eicar-Test-Signature";
 
 fn hex(s: &[u8]) -> String {
     s.iter().map(|b| format!("{b:02x}")).collect()
@@ -63,7 +66,11 @@ impl Clamd {
         std::fs::create_dir_all(&db).unwrap();
         std::fs::write(
             db.join("svc-test.ndb"),
-            format!("{SIG_NAME}:0:*:{}\n", hex(MARKER.as_bytes())),
+            format!(
+                "{SIG_NAME}:0:*:{}\n{EICAR_SIG}:0:*:{}\n",
+                hex(MARKER.as_bytes()),
+                hex(EICAR.as_bytes())
+            ),
         )
         .unwrap();
         let socket = dir.join("clamd.sock");
@@ -139,6 +146,11 @@ struct Exim {
 
 impl Exim {
     fn new(dir: &Path) -> Exim {
+        Exim::with_options(dir, "")
+    }
+
+    /// `options` are main-section lines added to the configuration.
+    fn with_options(dir: &Path, options: &str) -> Exim {
         let spool = dir.join("spool");
         std::fs::create_dir_all(&spool).unwrap();
         let ok = Command::new("chown")
@@ -152,7 +164,7 @@ impl Exim {
         std::fs::write(
             &conf,
             format!(
-                "spool_directory = {spool}\nsplit_spool_directory = true\nexim_user = Debian-exim\nexim_group = Debian-exim\nprimary_hostname = mail.example.test\nqualify_domain = example.test\nlog_file_path = {spool}/log/%slog\nbegin routers\nbegin transports\n",
+                "spool_directory = {spool}\nsplit_spool_directory = true\nexim_user = Debian-exim\nexim_group = Debian-exim\nprimary_hostname = mail.example.test\nqualify_domain = example.test\nlog_file_path = {spool}/log/%slog\n{options}begin routers\nbegin transports\n",
                 spool = spool.display()
             ),
         )
@@ -649,6 +661,104 @@ fn exim_spool_is_scanned_quarantined_and_released_across_filesystems() {
     );
     drop(d);
     drop(qfs);
+    drop(clamd);
+}
+
+/// Exim with `message_logs = false` keeps no `msglog/` directory: an EICAR message is
+/// quarantined all the same (its `-H` and `-D` files), not left queued for delivery, and
+/// release and delete work without a message log (issue 23 item 5).
+#[test]
+fn eicar_is_quarantined_from_a_spool_kept_without_message_logs() {
+    let dir = temp_dir("mailav-nolog");
+    let clamd = Clamd::start(&dir);
+    let exim = Exim::with_options(&dir, "message_logs = false\n");
+    let qdir = dir.join("mail-quarantine");
+    let eicar = |subject: &str| {
+        attachment(
+            subject,
+            "eicar.com",
+            "application/octet-stream",
+            EICAR.as_bytes(),
+        )
+    };
+    let first = exim.inject(&eicar("eicar-one"));
+    let second = exim.inject(&eicar("eicar-two"));
+    let h0 = attrs(&exim.file(&first, "-H"));
+    let d0 = attrs(&exim.file(&first, "-D"));
+    assert!(
+        !exim.spool.join("msglog").exists(),
+        "Exim kept no message logs"
+    );
+
+    let d = start_daemon(
+        &dir,
+        &mail_config(
+            &dir.join("state"),
+            &exim.spool,
+            &clamd.socket.display().to_string(),
+            &qdir,
+        ),
+        &[],
+    );
+    let items = wait_until(60, "both EICAR messages quarantined", || {
+        let q = quarantined(&d);
+        let done = [&first, &second]
+            .iter()
+            .all(|id| entry_for(&q, id).is_some_and(|e| e["state"] == "quarantined"));
+        done.then_some(q)
+    });
+    for id in [&first, &second] {
+        let e = entry_for(&items, id).unwrap();
+        assert!(
+            e["verdicts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|v| v["engine"] == "clamd"
+                    && v["signature"].as_str().unwrap().contains(EICAR_SIG)),
+            "{e:#}"
+        );
+        let roles: Vec<&str> = e["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["H", "D"], "{e:#}");
+        assert!(!exim.file(id, "-H").exists() && !exim.file(id, "-D").exists());
+        assert!(!exim.lists(id), "{id} is no longer queued for delivery");
+    }
+    let log = std::fs::read_to_string(dir.join("stderr.log")).unwrap();
+    assert!(!log.contains("quarantine failed"), "{log}");
+
+    // Release puts back -H and -D (same owner, mode and times) and makes no message log.
+    let qid = entry_for(&items, &first).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = post(
+        &d,
+        &format!("/api/v1/email/quarantine/{qid}/release"),
+        ADMIN,
+    );
+    r.expect(200);
+    assert_eq!(r.json()["state"], "released");
+    assert_eq!(attrs(&exim.file(&first, "-H")), h0);
+    assert_eq!(attrs(&exim.file(&first, "-D")), d0);
+    assert!(exim.lists(&first));
+    assert!(!exim.spool.join("msglog").exists());
+    assert!(!qdir.join(&qid).exists());
+
+    // Delete removes the other one from the quarantine.
+    let qid = entry_for(&items, &second).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    post(&d, &format!("/api/v1/email/quarantine/{qid}/delete"), ADMIN).expect(200);
+    assert!(!qdir.join(&qid).exists());
+    assert!(!exim.file(&second, "-H").exists() && !exim.lists(&second));
+    assert!(quarantined(&d).is_empty());
+    drop(d);
     drop(clamd);
 }
 

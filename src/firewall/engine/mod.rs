@@ -141,6 +141,9 @@ struct Kernel {
     nft: PathBuf,
     handle: Option<u64>,
     input_rules: usize,
+    /// Meter rules the kernel's table holds (`None`: unknown; the next script empties every
+    /// meter set).
+    meters: Option<script::Meters>,
     /// The table must be re-created from memory (lost, or a batch failed).
     needs_assert: bool,
     /// When the need was noticed (waiting age of the cleanup row).
@@ -355,6 +358,7 @@ impl Firewall {
                     nft: opts.nft,
                     handle: None,
                     input_rules: 0,
+                    meters: None,
                     needs_assert: true,
                     since: None,
                 },
@@ -443,19 +447,26 @@ impl Firewall {
     /// the script, then one batch).
     fn assert_all(&self, ops: &mut Ops) -> Result<(), FirewallError> {
         let settings = self.settings();
-        let st = script::render(&settings, &self.extra_tcp_in, false);
+        let mut st = script::render(
+            &settings,
+            &self.extra_tcp_in,
+            false,
+            ops.kernel.meters.as_ref(),
+        );
         if let Err(e) = script::run(&ops.kernel.nft, &st.script) {
+            ops.kernel.meters = None;
             crate::warn_limited!(
                 self.logs,
                 "firewall_structure",
                 "",
                 "firewall: structure update failed ({e}); rebuilding table inet svc"
             );
-            let st = script::render(&settings, &self.extra_tcp_in, true);
+            st = script::render(&settings, &self.extra_tcp_in, true, None);
             script::run(&ops.kernel.nft, &st.script)
                 .map_err(|e| self.kernel_failed(ops, e.to_string()))?;
         }
         ops.kernel.input_rules = st.input_rules;
+        ops.kernel.meters = Some(st.meters);
         let now = self.now();
         let mut batch = Batch::new();
         for d in ELEMENT_SETS {

@@ -156,15 +156,22 @@ impl Firewall {
         if ops.kernel.needs_assert {
             return self.assert_all(ops);
         }
-        let st = script::render(&self.settings(), &self.extra_tcp_in, false);
+        let st = script::render(
+            &self.settings(),
+            &self.extra_tcp_in,
+            false,
+            ops.kernel.meters.as_ref(),
+        );
         match script::run(&ops.kernel.nft, &st.script) {
             Ok(()) => {
                 ops.kernel.input_rules = st.input_rules;
+                ops.kernel.meters = Some(st.meters);
                 self.counters.transactions.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
             Err(e) => {
                 log::warn!("firewall: {e}; re-creating table inet svc");
+                ops.kernel.meters = None;
                 ops.kernel.needs_assert = true;
                 self.assert_all(ops)
             }

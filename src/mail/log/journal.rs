@@ -346,7 +346,7 @@ impl<H: LineHandler> JournalSource<H> {
         row.set_depth_unavailable(true);
         match self.registry.register(JOURNAL_ROW, row.clone()) {
             Ok(h) => self.row = Some((row, h)),
-            Err(e) => log::warn!("mail journal: {JOURNAL_ROW}: {e:?}"),
+            Err(e) => log::warn!("mail journal: {JOURNAL_ROW}: {e}"),
         }
     }
 

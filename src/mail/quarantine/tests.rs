@@ -210,3 +210,53 @@ fn recovery_finishes_interrupted_operations_from_either_place() {
     assert!(!spool.join(format!("msglog/r/{ID}")).exists());
     f.store.close();
 }
+
+/// Exim with `message_logs = false` has no `msglog/` directory: the message is
+/// quarantined by its `-H` and `-D` files and released without a message log.
+#[test]
+fn a_spool_without_message_logs_quarantines_and_releases() {
+    let f = fx("mq-nolog");
+    let spool = f.t.path().join("spool");
+    std::fs::remove_dir_all(spool.join("msglog")).unwrap();
+    let id =
+        f.q.quarantine(&spool, Mta::Exim, ID, &candidates(), None, &meta())
+            .unwrap();
+    let e = f.q.get(&id).unwrap();
+    let roles: Vec<&str> = e.files.iter().map(|f| f.role.as_str()).collect();
+    assert_eq!(roles, ["H", "D"]);
+    assert!(!spool.join(format!("input/r/{ID}-H")).exists());
+    f.q.release(&id).unwrap();
+    assert_eq!(
+        std::fs::read(spool.join(format!("input/r/{ID}-H"))).unwrap(),
+        b"header"
+    );
+    assert!(!spool.join("msglog").exists(), "no message log is made up");
+    let id =
+        f.q.quarantine(&spool, Mta::Exim, ID, &candidates(), None, &meta())
+            .unwrap();
+    f.q.delete(&id).unwrap();
+    assert!(!spool.join(format!("input/r/{ID}-D")).exists());
+    f.store.close();
+}
+
+/// A message log quarantined with its message is put back although its directory was
+/// removed meanwhile: the directory is made again as Exim makes it.
+#[test]
+fn release_makes_a_removed_message_log_directory_again() {
+    let f = fx("mq-logdir");
+    let spool = f.t.path().join("spool");
+    let id =
+        f.q.quarantine(&spool, Mta::Exim, ID, &candidates(), None, &meta())
+            .unwrap();
+    std::fs::remove_dir_all(spool.join("msglog")).unwrap();
+    f.q.release(&id).unwrap();
+    assert_eq!(
+        std::fs::read(spool.join(format!("msglog/r/{ID}"))).unwrap(),
+        b"log"
+    );
+    let m = std::fs::symlink_metadata(spool.join("msglog/r")).unwrap();
+    assert!(m.is_dir());
+    assert_eq!(m.mode() & 0o7777, 0o750);
+    assert_eq!(f.q.get(&id).unwrap().state, "released");
+    f.store.close();
+}
