@@ -22,11 +22,11 @@ use std::time::{Duration, Instant};
 use svc::abuse::{Reporter, Spool};
 use svc::clock::{SharedClock, SystemClock};
 use svc::config::abuse::{ReportConfig, ReportDestination, ReportFormat};
+use svc::net::https::Roots;
 use svc::queue::Registry;
 use svc::store::abuse::NewReport;
 use svc::store::Store;
 use svc::threat::autoblock::{BlockSink, Confirmed, Trigger};
-use svc::threat::http::Roots;
 
 fn count() -> usize {
     std::env::var("SVC_BENCH_REPORTS")

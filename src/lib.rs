@@ -35,6 +35,7 @@ pub mod ids;
 pub mod incidents;
 pub mod lograte;
 pub mod mail;
+pub mod net;
 pub mod queue;
 pub mod scan;
 pub mod store;

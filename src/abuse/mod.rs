@@ -40,11 +40,11 @@ use parking_lot::Mutex;
 use crate::clock::SharedClock;
 use crate::config::abuse::{ReportConfig, ReportDestination};
 use crate::findings::evidence::AttackKind;
+use crate::net::https::{Client, Roots};
 use crate::queue::{BoundedQueue, Flag, PopError, Registry, RowConfig, RowHandle};
 use crate::store::abuse::NewReport;
 use crate::store::Store;
 use crate::threat::autoblock::{BlockSink, Confirmed};
-use crate::threat::http::{Client, Roots};
 
 pub use spool::{Admit, Spool};
 

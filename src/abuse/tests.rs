@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::clock::ManualClock;
 use crate::config::abuse::{ReportConfig, ReportDestination, ReportFormat};
+use crate::net::https::testsrv::Server;
 use crate::queue::Condition;
 use crate::threat::autoblock::Trigger;
-use crate::threat::http::testsrv::Server;
 
 fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     let end = Instant::now() + Duration::from_secs(20);

@@ -37,7 +37,7 @@ pub fn update_bot_ranges(flags: &Args) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let roots = match crate::threat::http::Roots::load(cfg.reputation.ca_file.as_deref()) {
+    let roots = match crate::net::https::Roots::load(cfg.reputation.ca_file.as_deref()) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("{what}: {e}");

@@ -19,7 +19,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::guards::{check_range, Net};
-use crate::threat::http::{Client, Roots};
+use crate::net::https::{Client, Roots};
 
 const EMBEDDED: &str = include_str!("../../rules/crawlers/bot-ranges.json");
 /// File name of the on-disk snapshot under the state directory.
@@ -300,7 +300,7 @@ pub fn feed_list(overrides: &[(String, String)]) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::threat::http::testsrv::Server;
+    use crate::net::https::testsrv::Server;
 
     #[test]
     fn embedded_snapshot_is_valid_and_guarded() {

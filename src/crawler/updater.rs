@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 
 use super::ranges::{self, RangeSet, Refresh};
 use super::verifier::Verifier;
-use crate::threat::http::Roots;
+use crate::net::https::Roots;
 
 /// `reputation.bot_ranges`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -425,7 +425,7 @@ fn start_abuse_reporting(
         }
         return Ok(None);
     };
-    let roots = crate::threat::http::Roots::load(cfg.reputation.ca_file.as_deref())?;
+    let roots = crate::net::https::Roots::load(cfg.reputation.ca_file.as_deref())?;
     let r = crate::abuse::Reporter::new(
         &cfg.reputation.report,
         roots,
@@ -470,7 +470,7 @@ fn start_crawler(
     )
     .map_err(|e| e.to_string())?;
     let updater = if cfg.crawler.enabled && cfg.crawler.bot_ranges.enabled {
-        let roots = crate::threat::http::Roots::load(cfg.reputation.ca_file.as_deref())?;
+        let roots = crate::net::https::Roots::load(cfg.reputation.ca_file.as_deref())?;
         Some(
             crate::crawler::Updater::start(
                 verifier.clone(),

@@ -26,7 +26,7 @@
 //!   A new rule's effect on the active set ([`Engine::apply_suppressions`]) is found by the
 //!   caller on a snapshot, after a barrier that guarantees every later batch sees the rule;
 //!   the dispatcher then only removes the keys it is handed that a rule still matches.
-//! - The dispatcher (and the store's writer) run at a raised priority ([`INGEST_NICE`]) where
+//! - The dispatcher (and the store's writer) run at a raised priority ([`crate::sys::priority::INGEST_NICE`]) where
 //!   the daemon may raise it, so API work that keeps the CPU busy does not starve ingest.
 //! - Batches hold at most [`BATCH`] items. Under light load a batch is whatever arrived during
 //!   the previous commit, so listeners get small bursts; under heavy load larger batches
@@ -771,7 +771,7 @@ impl Engine {
     }
 
     fn run(&self) {
-        raise_priority("findings dispatcher");
+        crate::sys::priority::raise_priority("findings dispatcher");
         let mut batch: Vec<Ingest> = Vec::with_capacity(BATCH);
         let mut last_expiry = self.clock.monotonic_nanos();
         // The batch whose commit is under way while the next one is prepared.
@@ -1258,18 +1258,6 @@ fn commit_parked_checkpoints(
                 .map(|cp| (cp.source, (cp.inode, cp.offset)))
                 .collect()
         }
-    }
-}
-
-/// Nice value of the dispatcher and the store's writer: when API requests (or anything
-/// else) keep the CPU busy, the threads that take findings in still run first.
-pub const INGEST_NICE: i32 = -10;
-
-/// Raises the calling thread to [`INGEST_NICE`] where permitted (root, `CAP_SYS_NICE`);
-/// otherwise it keeps the default priority, said once in the log.
-pub fn raise_priority(what: &str) {
-    if let Err(e) = crate::sys::priority::set_thread_nice(INGEST_NICE) {
-        log::info!("{what}: runs at the default priority ({e})");
     }
 }
 

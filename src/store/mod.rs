@@ -528,7 +528,7 @@ fn writer_loop(
     inner: std::sync::Weak<Inner>,
     checkpoints: Sender<()>,
 ) {
-    crate::findings::engine::raise_priority("store writer");
+    crate::sys::priority::raise_priority("store writer");
     let mut batch: Vec<Job> = Vec::with_capacity(BATCH);
     // Whether the search index may have a backlog to work off while no job waits.
     let mut indexing = true;

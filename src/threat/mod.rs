@@ -32,7 +32,6 @@ pub mod breaker;
 pub mod control;
 pub mod db;
 pub mod digest;
-pub mod http;
 pub mod reminders;
 pub mod score;
 pub mod sources;

@@ -26,8 +26,8 @@ use parking_lot::{Mutex, RwLock};
 use super::Env;
 use crate::config::threat::{FeedConfig, ReputationConfig};
 use crate::firewall::net::Net;
+use crate::net::https::{Client, Roots};
 use crate::store::threat::{kv_get, kv_set, load_feed, replace_feed};
-use crate::threat::http::{Client, Roots};
 use crate::threat::verdict::{Answer, Query, Source, Status};
 use crate::timefmt::rfc3339;
 
@@ -407,7 +407,7 @@ mod tests {
     use super::*;
     use crate::clock::Clock;
     use crate::findings::Ingest;
-    use crate::threat::http::testsrv::Server;
+    use crate::net::https::testsrv::Server;
     use crate::threat::test_env;
 
     #[test]

@@ -23,10 +23,10 @@ use serde_json::Value;
 
 use super::{Env, MemCache};
 use crate::config::threat::IpFeedConfig;
+use crate::net::https::{Client, Roots};
 use crate::store::threat::{
     cache_get, cache_put, kv_get, kv_set, quota_used, reserve_quota, CacheRow,
 };
-use crate::threat::http::{Client, Roots};
 use crate::threat::verdict::{Answer, Query, Source, Status};
 use crate::timefmt::rfc3339;
 
@@ -355,7 +355,7 @@ mod tests {
     use super::*;
     use crate::clock::Clock;
     use crate::findings::Ingest;
-    use crate::threat::http::testsrv::{write_ca, Server};
+    use crate::net::https::testsrv::{write_ca, Server};
     use crate::threat::test_env;
     use crate::threat::verdict::ScanBudget;
 

@@ -19,7 +19,6 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::db::{AttackDb, Evidence};
-use super::http::Roots;
 use super::reminders::Reminders;
 use super::score;
 use super::verdict::{Answer, Query, Source, Status};
@@ -27,6 +26,7 @@ use crate::clock::SharedClock;
 use crate::config::threat::{ReputationConfig, ThreatConfig};
 use crate::findings::evidence::AttackKind;
 use crate::firewall::Handle;
+use crate::net::https::Roots;
 use crate::store::Store;
 use crate::timefmt::rfc3339;
 

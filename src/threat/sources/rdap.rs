@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 
 use super::{Env, MemCache};
 use crate::config::threat::RdapConfig;
+use crate::net::https::{Client, Roots};
 use crate::store::threat::{cache_get, cache_put, CacheRow};
-use crate::threat::http::{Client, Roots};
 use crate::threat::verdict::{Answer, Query, Source, Status};
 
 /// How long an answer is kept.

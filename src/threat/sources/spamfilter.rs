@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::Env;
 use crate::config::threat::SpamFilterConfig;
-use crate::threat::http::{Client, Roots};
+use crate::net::https::{Client, Roots};
 use crate::threat::verdict::{Answer, Query, Source, Status};
 
 const MAX_BODY: u64 = 32 * 1024 * 1024;
@@ -165,7 +165,7 @@ impl Source for SpamFilter {
 mod tests {
     use super::*;
     use crate::clock::Clock;
-    use crate::threat::http::testsrv::Server;
+    use crate::net::https::testsrv::Server;
     use crate::threat::test_env;
 
     #[test]

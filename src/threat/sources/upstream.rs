@@ -15,8 +15,8 @@ use serde_json::Value;
 
 use super::{Env, MemCache};
 use crate::config::threat::UpstreamConfig;
+use crate::net::https::{Client, Roots};
 use crate::threat::breaker::{Breaker, Permit};
-use crate::threat::http::{Client, Roots};
 use crate::threat::verdict::{Answer, Query, Source, Status};
 
 const MAX_BODY: u64 = 64 * 1024;
@@ -139,7 +139,7 @@ mod tests {
 
     use super::*;
     use crate::clock::Clock;
-    use crate::threat::http::testsrv::{write_ca, Server};
+    use crate::net::https::testsrv::{write_ca, Server};
     use crate::threat::test_env;
 
     #[test]
