@@ -8,8 +8,12 @@
 //! | `GET` or `HEAD` anything else | the verified page for a valid cookie, else the challenge page with a fresh nonce (503 when the nonce table is full) |
 //! | other methods | 405 |
 //!
-//! The client is the connection's peer; when the peer is loopback (the local web server
-//! proxies to the listener), the last `X-Forwarded-For` address, if it parses.
+//! The client is the connection's peer. Only when the peer is in
+//! `challenge.trusted_proxies` (a reverse proxy in front of the listener; empty by
+//! default) the last address of the last `X-Forwarded-For` header counts, if it parses:
+//! that is the one the proxy appended. From any other peer, loopback included, the header
+//! is client text and ignored (counted `forwarded_untrusted`): a local user could
+//! otherwise solve for any address and fill the nonce table with made-up clients.
 //! Every answer carries a strict content security policy, `Cache-Control: no-store` and
 //! `X-Content-Type-Options: nosniff`. The cookie is `HttpOnly; Secure; SameSite=Lax`.
 
@@ -24,19 +28,49 @@ pub struct ChallengeHandler {
     pub challenge: Arc<Challenge>,
 }
 
-/// The client address of a request (see the module doc).
-pub fn client_ip(req: &Request) -> IpAddr {
+/// Who a request is from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Client {
+    /// The address nonces and proofs are bound to.
+    pub ip: IpAddr,
+    /// The trusted proxy that named `ip` in `X-Forwarded-For`; `None`: `ip` is the peer.
+    pub proxy: Option<IpAddr>,
+    /// The request carried `X-Forwarded-For` from a peer that is not trusted (ignored).
+    pub untrusted_forward: bool,
+}
+
+/// The client of a request (see the module doc); `trusted`: whether a peer is in
+/// `challenge.trusted_proxies`.
+pub fn client_of(req: &Request, trusted: impl Fn(IpAddr) -> bool) -> Client {
     let peer = req.remote.ip().to_canonical();
-    if peer.is_loopback() {
-        if let Some(xff) = req.header("x-forwarded-for") {
-            if let Some(last) = xff.rsplit(',').next() {
-                if let Ok(ip) = last.trim().parse::<IpAddr>() {
-                    return ip.to_canonical();
-                }
-            }
-        }
+    // The last header line: a proxy that adds its own line (rather than appending to the
+    // client's) puts it last.
+    let xff = req
+        .headers
+        .iter()
+        .rev()
+        .find(|(n, _)| n == "x-forwarded-for")
+        .map(|(_, v)| v.as_str());
+    let direct = Client {
+        ip: peer,
+        proxy: None,
+        untrusted_forward: false,
+    };
+    let Some(xff) = xff else { return direct };
+    if !trusted(peer) {
+        return Client {
+            untrusted_forward: true,
+            ..direct
+        };
     }
-    peer
+    match xff.rsplit(',').next().map(|l| l.trim().parse::<IpAddr>()) {
+        Some(Ok(ip)) => Client {
+            ip: ip.to_canonical(),
+            proxy: Some(peer),
+            untrusted_forward: false,
+        },
+        _ => direct,
+    }
 }
 
 fn secure(r: Response) -> Response {
@@ -77,7 +111,11 @@ impl ChallengeHandler {
 
 impl Handler for ChallengeHandler {
     fn handle(&self, req: &Request) -> Response {
-        let ip = client_ip(req);
+        let client = client_of(req, |p| self.challenge.trusts(p));
+        if client.untrusted_forward {
+            self.challenge.note_untrusted_forward(client.ip);
+        }
+        let ip = client.ip;
         let r = match (req.method.as_str(), req.path.as_str()) {
             ("GET" | "HEAD", page::SCRIPT_PATH) => Response::new(
                 200,
@@ -99,7 +137,7 @@ impl Handler for ChallengeHandler {
                         page::verified_page().into_bytes(),
                     )
                 } else {
-                    match self.challenge.issue(ip) {
+                    match self.challenge.issue(ip, client.proxy) {
                         Some((nonce, bits)) => Response::new(
                             200,
                             "text/html; charset=utf-8",

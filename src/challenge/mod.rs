@@ -23,14 +23,19 @@
 //!   `http_claimed_bot_unverified` expire instead.
 //! - At most `challenge.max_pending` addresses are pending; a route beyond that is refused
 //!   (counted) and the address is blocked as before.
-//! - A valid proof ends the route (`solved`) and exempts the address from routing and
-//!   automatic blocks for `challenge.allow_hours` (default 4; at most [`MAX_ALLOWS`]
-//!   addresses, the one expiring first gives way).
+//! - A valid proof ends the route (`solved`) and allows the pair (address, check) for
+//!   each check that routed it, for `challenge.allow_hours` (default 4; at most
+//!   [`MAX_ALLOWS`] pairs, the one expiring first gives way): that check neither routes
+//!   nor blocks the address again meanwhile ([`Diverted::Solved`]). Nothing else: every
+//!   other check's automatic block applies (solving proves a browser, not innocence), and a
+//!   proof without a pending route allows nothing (the cookie still shows "verified").
 //! - Nonces are random (128 bits), bound to the address they were issued to, single use
 //!   (consumed by any verification attempt), live [`NONCE_LIFETIME_SECS`], at most
 //!   [`MAX_NONCES_PER_CLIENT`] per client (IPv4 address or IPv6 /64; a new one replaces the
-//!   oldest, counted) and [`MAX_NONCES`] in all; a request beyond that is refused (503,
-//!   counted).
+//!   oldest, counted), at most [`MAX_NONCES_PER_PROXY`] issued through one trusted proxy
+//!   (the same rule) and [`MAX_NONCES`] in all; a request beyond that is refused (503,
+//!   counted). The client is the TCP peer unless the peer is in `challenge.trusted_proxies`
+//!   (see [`listener`]), so a direct peer is its own client and holds 8 at most.
 //! - Pending routes, allows and the escalation count survive a restart (store key
 //!   `challenge.state`, written within a second of a change); the per-check counts and the
 //!   recent list are since the start.
@@ -78,6 +83,11 @@ pub const MAX_NONCES: usize = 10_000;
 /// Outstanding nonces per client (an IPv4 address or an IPv6 /64) at most; a new one
 /// replaces the client's oldest, so one client cannot fill the table.
 pub const MAX_NONCES_PER_CLIENT: usize = 8;
+/// Outstanding nonces issued through one trusted proxy (for the clients it forwards) at
+/// most; a new one replaces the proxy's oldest. Half the table: a proxy that carries every
+/// visitor is never refused (it only loses nonces older than its 5,000 newest), and direct
+/// clients keep the other half.
+pub const MAX_NONCES_PER_PROXY: usize = MAX_NONCES / 2;
 /// Lifetime of a nonce.
 pub const NONCE_LIFETIME_SECS: i64 = 600;
 /// Addresses with a temporary allow at most.
@@ -101,6 +111,8 @@ pub struct Settings {
 /// Blocks an escalated address (wired to the auto-block path): address, check.
 pub type EscalateFn = Arc<dyn Fn(IpAddr, &str) + Send + Sync>;
 
+pub use crate::threat::autoblock::Diverted;
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct Route {
     check: String,
@@ -108,6 +120,9 @@ struct Route {
     at: i64,
     deadline: i64,
     expire_only: bool,
+    /// Other checks that routed the address while it was pending (a solve allows each).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    also: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -122,15 +137,20 @@ struct NonceRec {
     ip: IpAddr,
     expires: i64,
     bits: u8,
+    /// The trusted proxy's key when issued through one.
+    proxy: Option<IpAddr>,
 }
 
 #[derive(Default)]
 struct State {
     pending: BTreeMap<IpAddr, Route>,
-    allows: HashMap<IpAddr, i64>,
+    /// (address, check that routed it) -> allowed until.
+    allows: HashMap<(IpAddr, String), i64>,
     nonces: HashMap<String, NonceRec>,
     /// Outstanding nonces per client key, oldest first.
     by_client: HashMap<IpAddr, VecDeque<String>>,
+    /// Outstanding nonces per trusted proxy key, oldest first.
+    by_proxy: HashMap<IpAddr, VecDeque<String>>,
     recent: VecDeque<Recent>,
     routed_by_check: BTreeMap<String, u64>,
     escalated: u64,
@@ -143,11 +163,52 @@ impl State {
         self.nonces.retain(|_, r| r.expires > now);
         if self.nonces.len() != before {
             let nonces = &self.nonces;
-            self.by_client.retain(|_, q| {
-                q.retain(|n| nonces.contains_key(n));
-                !q.is_empty()
-            });
+            for table in [&mut self.by_client, &mut self.by_proxy] {
+                table.retain(|_, q| {
+                    q.retain(|n| nonces.contains_key(n));
+                    !q.is_empty()
+                });
+            }
         }
+    }
+
+    /// Removes `nonce` from the table and its client's and proxy's queues.
+    fn take_nonce(&mut self, nonce: &str) -> Option<NonceRec> {
+        let r = self.nonces.remove(nonce)?;
+        let keys = [
+            (&mut self.by_client, Some(client_key(r.ip))),
+            (&mut self.by_proxy, r.proxy),
+        ];
+        for (table, key) in keys {
+            let Some(key) = key else { continue };
+            if let Some(q) = table.get_mut(&key) {
+                // Usually the oldest (a replaced one): no scan of a proxy's long queue.
+                if q.front().is_some_and(|n| n == nonce) {
+                    q.pop_front();
+                } else {
+                    q.retain(|n| n != nonce);
+                }
+                if q.is_empty() {
+                    table.remove(&key);
+                }
+            }
+        }
+        Some(r)
+    }
+
+    /// Makes room in `key`'s queue of `table` (at most `max`): its oldest nonce goes.
+    /// True when one went.
+    fn make_room(&mut self, by_proxy: bool, key: IpAddr, max: usize) -> bool {
+        let table = if by_proxy {
+            &self.by_proxy
+        } else {
+            &self.by_client
+        };
+        let oldest = match table.get(&key) {
+            Some(q) if q.len() >= max => q.front().cloned(),
+            _ => None,
+        };
+        oldest.is_some_and(|n| self.take_nonce(&n).is_some())
     }
 }
 
@@ -164,7 +225,14 @@ fn client_key(ip: IpAddr) -> IpAddr {
 #[derive(Serialize, Deserialize, Default)]
 struct Durable {
     pending: Vec<(IpAddr, Route)>,
+    /// Address-only allows of versions before decision 280. Read and dropped (they do not
+    /// name the check that routed the address, so they allow nothing); written empty, so
+    /// an older binary still reads the document.
+    #[serde(default)]
     allows: Vec<(IpAddr, i64)>,
+    /// (address, check, until).
+    #[serde(default)]
+    allowed_routes: Vec<(IpAddr, String, i64)>,
     escalated: u64,
 }
 
@@ -179,6 +247,11 @@ pub struct Counters {
     pub nonces_refused: AtomicU64,
     /// Nonces replaced by a newer one of the same client.
     pub nonces_replaced: AtomicU64,
+    /// Nonces replaced by a newer one issued through the same trusted proxy.
+    pub nonces_replaced_proxy: AtomicU64,
+    /// Requests whose `X-Forwarded-For` was ignored: the peer is not in
+    /// `challenge.trusted_proxies`.
+    pub forwarded_untrusted: AtomicU64,
     /// Proofs refused: unknown or used nonce, another address's nonce, expired, wrong.
     pub proofs_refused: AtomicU64,
     /// Request bodies that did not parse.
@@ -263,8 +336,19 @@ impl Challenge {
             Ok(Some(text)) => match serde_json::from_str::<Durable>(&text) {
                 Ok(d) => {
                     state.pending = d.pending.into_iter().collect();
-                    state.allows = d.allows.into_iter().collect();
+                    state.allows = d
+                        .allowed_routes
+                        .into_iter()
+                        .take(MAX_ALLOWS)
+                        .map(|(a, c, u)| ((a, c), u))
+                        .collect();
                     state.escalated = d.escalated;
+                    if !d.allows.is_empty() {
+                        log::info!(
+                            "challenge: {} allows of an older version dropped: they name no check; those addresses are routed again by their next signal",
+                            d.allows.len()
+                        );
+                    }
                 }
                 Err(e) => log::warn!("challenge: stored state unreadable ({e}); starting empty"),
             },
@@ -324,19 +408,35 @@ impl Challenge {
         ROUTED_CHECKS.contains(&check)
     }
 
-    /// Routes `ip`, about to be blocked for `check`, to the challenge. False: not a routed
-    /// check, or the pending table is full (block as before).
-    pub fn divert(&self, ip: IpAddr, check: &str) -> bool {
+    /// Routes `ip`, about to be blocked for `check`, to the challenge: `Taken` (routed, or
+    /// pending already), `Solved` (it solved the challenge `check` routed it to, and the
+    /// allow lasts: neither routed nor blocked for `check`), `No` (not a routed check, or
+    /// the pending table is full: block as before).
+    pub fn divert(&self, ip: IpAddr, check: &str) -> Diverted {
         if !self.routes(check) {
-            return false;
+            return Diverted::No;
         }
         let ip = ip.to_canonical();
         let now = self.now();
         let timeout = self.settings.read().cfg.timeout_minutes as i64 * 60 * MICROS;
         let max = self.settings.read().cfg.max_pending;
         let mut st = self.state.lock();
-        if st.pending.contains_key(&ip) {
-            return true;
+        if let Some(u) = st
+            .allows
+            .get(&(ip, check.to_string()))
+            .filter(|u| **u > now)
+        {
+            return Diverted::Solved(format!(
+                "solved the proof-of-work challenge {check} routed it to (allowed until {})",
+                instant(*u)
+            ));
+        }
+        if let Some(r) = st.pending.get_mut(&ip) {
+            if r.check != check && !r.also.iter().any(|c| c == check) {
+                r.also.push(check.to_string());
+                self.dirty.store(true, Ordering::SeqCst);
+            }
+            return Diverted::Taken;
         }
         if st.pending.len() >= max {
             self.counters.refused_full.fetch_add(1, Ordering::Relaxed);
@@ -346,7 +446,7 @@ impl Challenge {
                 "",
                 "challenge: {max} addresses pending (challenge.max_pending); {ip} is blocked instead"
             );
-            return false;
+            return Diverted::No;
         }
         st.pending.insert(
             ip,
@@ -355,6 +455,7 @@ impl Challenge {
                 at: now,
                 deadline: now + timeout,
                 expire_only: EXPIRING_CHECKS.contains(&check),
+                also: Vec::new(),
             },
         );
         *st.routed_by_check.entry(check.to_string()).or_insert(0) += 1;
@@ -369,18 +470,43 @@ impl Challenge {
         self.counters.routed.fetch_add(1, Ordering::Relaxed);
         self.dirty.store(true, Ordering::SeqCst);
         self.map_dirty.store(true, Ordering::SeqCst);
-        true
+        Diverted::Taken
     }
 
-    /// Why `ip` is exempt from automatic blocks and routing (a solved challenge).
-    pub fn allowed_until(&self, ip: IpAddr) -> Option<i64> {
+    /// Until when `check` does not route `ip` again (it solved the challenge `check`
+    /// routed it to), in Unix microseconds.
+    pub fn allowed_until(&self, ip: IpAddr, check: &str) -> Option<i64> {
         let now = self.now();
         self.state
             .lock()
             .allows
-            .get(&ip.to_canonical())
+            .get(&(ip.to_canonical(), check.to_string()))
             .copied()
             .filter(|u| *u > now)
+    }
+
+    /// Whether the connection peer `peer` is in `challenge.trusted_proxies` (its last
+    /// `X-Forwarded-For` address is then the client).
+    pub fn trusts(&self, peer: IpAddr) -> bool {
+        self.settings
+            .read()
+            .cfg
+            .trusted_proxies
+            .iter()
+            .any(|n| n.contains_ip(peer))
+    }
+
+    /// Counts (and logs, at most once a minute) a forwarded header from an untrusted peer.
+    pub fn note_untrusted_forward(&self, peer: IpAddr) {
+        self.counters
+            .forwarded_untrusted
+            .fetch_add(1, Ordering::Relaxed);
+        crate::warn_limited!(
+            self.logs,
+            "challenge_forwarded",
+            "",
+            "challenge: {peer} sent X-Forwarded-For but is not in challenge.trusted_proxies; the header is ignored (list the reverse proxy there if it forwards visitors)"
+        );
     }
 
     fn set_outcome(st: &mut State, ip: IpAddr, at: i64, outcome: &'static str) {
@@ -390,21 +516,25 @@ impl Challenge {
     }
 
     /// Issues a nonce for `ip`: (nonce, difficulty bits), or `None` when
-    /// [`MAX_NONCES`] are outstanding.
-    pub fn issue(&self, ip: IpAddr) -> Option<(String, u8)> {
+    /// [`MAX_NONCES`] are outstanding. `proxy`: the trusted proxy that forwarded `ip`
+    /// (`None` when `ip` is the connection's peer).
+    pub fn issue(&self, ip: IpAddr, proxy: Option<IpAddr>) -> Option<(String, u8)> {
         let now = self.now();
         let bits = self.settings.read().cfg.difficulty;
         let mut guard = self.state.lock();
         let st = &mut *guard;
         let key = client_key(ip);
-        if let Some(q) = st.by_client.get_mut(&key) {
-            if q.len() >= MAX_NONCES_PER_CLIENT {
-                if let Some(old) = q.pop_front() {
-                    st.nonces.remove(&old);
-                    self.counters
-                        .nonces_replaced
-                        .fetch_add(1, Ordering::Relaxed);
-                }
+        let proxy = proxy.map(client_key).filter(|p| *p != key);
+        if st.make_room(false, key, MAX_NONCES_PER_CLIENT) {
+            self.counters
+                .nonces_replaced
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(p) = proxy {
+            if st.make_room(true, p, MAX_NONCES_PER_PROXY) {
+                self.counters
+                    .nonces_replaced_proxy
+                    .fetch_add(1, Ordering::Relaxed);
             }
         }
         if st.nonces.len() >= MAX_NONCES {
@@ -420,12 +550,16 @@ impl Challenge {
             .entry(key)
             .or_default()
             .push_back(nonce.clone());
+        if let Some(p) = proxy {
+            st.by_proxy.entry(p).or_default().push_back(nonce.clone());
+        }
         st.nonces.insert(
             nonce.clone(),
             NonceRec {
                 ip: ip.to_canonical(),
                 expires: now + NONCE_LIFETIME_SECS * MICROS,
                 bits,
+                proxy,
             },
         );
         drop(guard);
@@ -433,23 +567,15 @@ impl Challenge {
         Some((nonce, bits))
     }
 
-    /// Checks a proof from `ip`; on success ends its route, allows it for
-    /// `challenge.allow_hours` and answers the cookie value and its lifetime in seconds.
+    /// Checks a proof from `ip`; on success ends its route, allows it for the checks that
+    /// routed it for `challenge.allow_hours` (nothing without a route) and answers the
+    /// cookie value and its lifetime in seconds.
     pub fn verify(&self, ip: IpAddr, proof: &pow::Proof) -> Result<(String, i64), VerifyError> {
         let ip = ip.to_canonical();
         let now = self.now();
         let allow_secs = self.settings.read().cfg.allow_hours as i64 * 3600;
         let mut st = self.state.lock();
-        let taken = st.nonces.remove(&proof.nonce);
-        if let Some(r) = &taken {
-            let key = client_key(r.ip);
-            if let Some(q) = st.by_client.get_mut(&key) {
-                q.retain(|n| n != &proof.nonce);
-                if q.is_empty() {
-                    st.by_client.remove(&key);
-                }
-            }
-        }
+        let taken = st.take_nonce(&proof.nonce);
         let result = match taken {
             None => Err(VerifyError::UnknownNonce),
             Some(r) if r.ip != ip => Err(VerifyError::OtherAddress),
@@ -465,19 +591,30 @@ impl Challenge {
             return Err(e);
         }
         let until = now + allow_secs * MICROS;
+        let mut checks = Vec::new();
         if let Some(r) = st.pending.remove(&ip) {
             Self::set_outcome(&mut st, ip, r.at, "solved");
             self.map_dirty.store(true, Ordering::SeqCst);
+            checks.push(r.check);
+            checks.extend(r.also);
         }
-        if st.allows.len() >= MAX_ALLOWS && !st.allows.contains_key(&ip) {
-            st.allows.retain(|_, u| *u > now);
-            if st.allows.len() >= MAX_ALLOWS {
-                if let Some(first) = st.allows.iter().min_by_key(|(_, u)| **u).map(|(a, _)| *a) {
-                    st.allows.remove(&first);
+        for check in checks {
+            let pair = (ip, check);
+            if st.allows.len() >= MAX_ALLOWS && !st.allows.contains_key(&pair) {
+                st.allows.retain(|_, u| *u > now);
+                if st.allows.len() >= MAX_ALLOWS {
+                    let first = st
+                        .allows
+                        .iter()
+                        .min_by_key(|(_, u)| **u)
+                        .map(|(a, _)| a.clone());
+                    if let Some(first) = first {
+                        st.allows.remove(&first);
+                    }
                 }
             }
+            st.allows.insert(pair, until);
         }
-        st.allows.insert(ip, until);
         drop(st);
         self.counters.solved.fetch_add(1, Ordering::Relaxed);
         self.dirty.store(true, Ordering::SeqCst);
@@ -536,10 +673,12 @@ impl Challenge {
             "recent": recent,
             "solved": c.solved.load(Ordering::Relaxed),
             "expired": c.expired.load(Ordering::Relaxed),
-            "allowed": st.allows.values().filter(|u| **u > now).count(),
+            "allowed_routes": st.allows.values().filter(|u| **u > now).count(),
             "refused_full": c.refused_full.load(Ordering::Relaxed),
             "nonces_refused": c.nonces_refused.load(Ordering::Relaxed),
             "nonces_replaced": c.nonces_replaced.load(Ordering::Relaxed),
+            "nonces_replaced_proxy": c.nonces_replaced_proxy.load(Ordering::Relaxed),
+            "forwarded_untrusted": c.forwarded_untrusted.load(Ordering::Relaxed),
             "proofs_refused": c.proofs_refused.load(Ordering::Relaxed),
             "difficulty": self.settings.read().cfg.difficulty,
         })
@@ -547,7 +686,7 @@ impl Challenge {
 
     /// The `/metrics` samples as (name, kind, help, value): pending and allowed addresses,
     /// and the counters.
-    pub fn metrics(&self) -> [(&'static str, &'static str, &'static str, u64); 11] {
+    pub fn metrics(&self) -> [(&'static str, &'static str, &'static str, u64); 13] {
         let (pending, escalated, allowed) = {
             let now = self.now();
             let st = self.state.lock();
@@ -567,9 +706,9 @@ impl Challenge {
                 pending as u64,
             ),
             (
-                "svc_challenge_allowed",
+                "svc_challenge_allowed_routes",
                 "gauge",
-                "Addresses exempt after solving the challenge.",
+                "(address, check) pairs that solved the challenge the check routed them to: not routed again by that check.",
                 allowed as u64,
             ),
             (
@@ -613,6 +752,18 @@ impl Challenge {
                 "counter",
                 "Challenge pages refused with a full nonce table.",
                 load(&c.nonces_refused),
+            ),
+            (
+                "svc_challenge_nonces_replaced_proxy_total",
+                "counter",
+                "Nonces replaced by a newer one issued through the same trusted proxy.",
+                load(&c.nonces_replaced_proxy),
+            ),
+            (
+                "svc_challenge_forwarded_untrusted_total",
+                "counter",
+                "X-Forwarded-For headers ignored: the peer is not in challenge.trusted_proxies.",
+                load(&c.forwarded_untrusted),
             ),
             (
                 "svc_challenge_map_failures_total",
@@ -730,7 +881,12 @@ impl Challenge {
             let st = self.state.lock();
             Durable {
                 pending: st.pending.iter().map(|(a, r)| (*a, r.clone())).collect(),
-                allows: st.allows.iter().map(|(a, u)| (*a, *u)).collect(),
+                allows: Vec::new(),
+                allowed_routes: st
+                    .allows
+                    .iter()
+                    .map(|((a, c), u)| (*a, c.clone(), *u))
+                    .collect(),
                 escalated: st.escalated,
             }
         };
@@ -859,25 +1015,12 @@ fn instant(us: i64) -> String {
         .unwrap_or_default()
 }
 
-/// The exemption of addresses that solved the challenge (plugs into automatic blocking).
-pub struct SolvedExemption(pub Arc<Challenge>);
-
-impl crate::threat::Exemption for SolvedExemption {
-    fn exempt(&self, ip: IpAddr) -> Option<String> {
-        self.0.allowed_until(ip).map(|u| {
-            format!(
-                "solved the proof-of-work challenge (allowed until {})",
-                instant(u)
-            )
-        })
-    }
-}
-
-/// The routing hook of automatic blocking.
+/// The routing hook of automatic blocking (routes, and the (address, check) allows of
+/// solved routes: there is no address-wide exemption, decision 280).
 pub struct Diversion(pub Arc<Challenge>);
 
 impl crate::threat::autoblock::Diversion for Diversion {
-    fn divert(&self, ip: IpAddr, check: &str) -> bool {
+    fn divert(&self, ip: IpAddr, check: &str) -> Diverted {
         self.0.divert(ip, check)
     }
 }

@@ -6,7 +6,11 @@
 //! - `install [--server apache|nginx]`: writes the snippets of the named server, or of
 //!   every server whose snippet directory exists; writes empty maps when none exist yet.
 //!   Refuses when `challenge.public_url` is unset or a file at a snippet path was not
-//!   written by svc. Prints what the operator still has to do (enable, include, reload).
+//!   written by svc. Prints what the operator still has to do (enable, include, reload,
+//!   and, while `challenge.trusted_proxies` is empty, list the web server there if it
+//!   proxies `challenge.public_url` to the listener). It never edits svc's own
+//!   configuration: which address a proxy connects from is the operator's to say, and a
+//!   wrong entry would let that peer name any client.
 //! - `status`: each server's files (`installed`, `outdated`, `foreign`, `missing`) and the
 //!   map's age (`fresh` when the daemon rewrote it within 15 minutes). Exit 1 when nothing
 //!   is installed or the map is not fresh.
@@ -111,8 +115,25 @@ fn install(a: &Args, c: &ChallengeConfig, servers: &[Server]) -> i32 {
             c.nginx_server_file.display()
         ));
     }
+    text.push_str(&proxy_note(c));
     super::out(&text);
     0
+}
+
+/// What `install` says about `challenge.trusted_proxies`.
+pub fn proxy_note(c: &ChallengeConfig) -> String {
+    if c.trusted_proxies.is_empty() {
+        format!(
+            "proxy: if this web server proxies {} to the challenge listener ({}), list the address it connects from in challenge.trusted_proxies (for a local proxy: trusted_proxies = [\"127.0.0.1\", \"::1\"]) and reload svc; until then X-Forwarded-For is ignored and every visitor's proof is bound to the proxy's address\n",
+            c.public_url, c.listen
+        )
+    } else {
+        let list: Vec<String> = c.trusted_proxies.iter().map(|n| n.to_string()).collect();
+        format!(
+            "proxy: X-Forwarded-For counts from {} (challenge.trusted_proxies); a proxy in front of the listener must set it (nginx: proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for)\n",
+            list.join(", ")
+        )
+    }
 }
 
 fn remove(a: &Args, c: &ChallengeConfig, servers: &[Server]) -> i32 {
@@ -169,6 +190,7 @@ fn status(a: &Args, c: &ChallengeConfig) -> i32 {
                 "ok": ok, "servers": st, "map": map, "map_age_seconds": age,
                 "map_file": webserver::nginx_map_path(c).display().to_string(),
                 "public_url": c.public_url,
+                "trusted_proxies": c.trusted_proxies.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
             })
         ));
     } else {

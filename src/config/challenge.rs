@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use toml::Value;
 
 use super::reader::{Errors, TableReader};
+use crate::firewall::net::Net;
 
 /// `[challenge]`, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,6 +18,10 @@ pub struct ChallengeConfig {
     pub enabled: bool,
     /// `challenge.listen`: address of the challenge listener (TLS).
     pub listen: SocketAddr,
+    /// `challenge.trusted_proxies`: connection peers whose last `X-Forwarded-For` address
+    /// is the client (a reverse proxy in front of the listener). Empty: the header is
+    /// ignored from every peer, loopback included.
+    pub trusted_proxies: Vec<Net>,
     /// `challenge.tls_cert` / `challenge.tls_key`: the listener's pair; empty: the web UI's.
     pub tls_cert: String,
     pub tls_key: String,
@@ -49,6 +54,7 @@ impl Default for ChallengeConfig {
         ChallengeConfig {
             enabled: false,
             listen: SocketAddr::from(([127, 0, 0, 1], 8439)),
+            trusted_proxies: Vec::new(),
             tls_cert: String::new(),
             tls_key: String::new(),
             public_url: String::new(),
@@ -76,6 +82,11 @@ pub const KEYS: &[(&str, &str, &str)] = &[
         "challenge.listen",
         "127.0.0.1:8439",
         "challenge listener address (restart)",
+    ),
+    (
+        "challenge.trusted_proxies",
+        "[]",
+        "addresses/CIDRs of reverse proxies whose X-Forwarded-For names the client",
     ),
     (
         "challenge.tls_cert",
@@ -169,6 +180,33 @@ pub fn url_ok(url: &str) -> bool {
         })
 }
 
+/// At most this many `challenge.trusted_proxies` entries (each request scans the list).
+pub const MAX_TRUSTED_PROXIES: usize = 64;
+
+fn trusted_proxies(t: &mut TableReader<'_>, errs: &mut Errors) -> Vec<Net> {
+    let name = t.key("trusted_proxies");
+    let mut out = Vec::new();
+    let items = t.string_list("trusted_proxies", &[], errs);
+    if items.len() > MAX_TRUSTED_PROXIES {
+        errs.push(
+            name.clone(),
+            format!("at most {MAX_TRUSTED_PROXIES} entries"),
+        );
+    }
+    for (i, s) in items.iter().enumerate().take(MAX_TRUSTED_PROXIES) {
+        match Net::parse(s) {
+            // Trusting every peer would let any client name any address again.
+            Ok(n) if n.is_default_route() => errs.push(
+                format!("{name}[{i}]"),
+                "must not be a default route (0.0.0.0/0 or ::/0): list the proxies",
+            ),
+            Ok(n) => out.push(n),
+            Err(e) => errs.push(format!("{name}[{i}]"), e.to_string()),
+        }
+    }
+    out
+}
+
 /// Reads `[challenge]` from the root table.
 pub(super) fn read(root: &mut TableReader<'_>, errs: &mut Errors) -> ChallengeConfig {
     let d = ChallengeConfig::default();
@@ -182,6 +220,7 @@ pub(super) fn read(root: &mut TableReader<'_>, errs: &mut Errors) -> ChallengeCo
         );
         d.listen
     });
+    let trusted_proxies = trusted_proxies(&mut t, errs);
     let tls_cert = t.string("tls_cert", "", errs);
     let tls_key = t.string("tls_key", "", errs);
     if tls_cert.is_empty() != tls_key.is_empty() {
@@ -252,6 +291,7 @@ pub(super) fn read(root: &mut TableReader<'_>, errs: &mut Errors) -> ChallengeCo
     ChallengeConfig {
         enabled,
         listen,
+        trusted_proxies,
         tls_cert,
         tls_key,
         public_url,
@@ -284,8 +324,24 @@ mod tests {
         assert_eq!(c, super::ChallengeConfig::default());
         assert!(!c.enabled);
         assert_eq!(c.listen.to_string(), "127.0.0.1:8439");
-        let c = check("[challenge]\nenabled = true\npublic_url = \"https://challenge.example.com/\"\ndifficulty = 12\nreload_command = \"nginx -s reload\"\n").unwrap();
+        assert!(
+            c.trusted_proxies.is_empty(),
+            "no proxy is trusted by default"
+        );
+        let c = check("[challenge]\nenabled = true\npublic_url = \"https://challenge.example.com/\"\ndifficulty = 12\nreload_command = \"nginx -s reload\"\ntrusted_proxies = [\"127.0.0.1\", \"::1\", \"198.51.100.0/24\"]\n").unwrap();
         assert_eq!((c.difficulty, c.reload_command.len()), (12, 3));
+        let shown: Vec<String> = c.trusted_proxies.iter().map(|n| n.to_string()).collect();
+        assert_eq!(shown, ["127.0.0.1", "::1", "198.51.100.0/24"]);
+        let e = check("[challenge]\ntrusted_proxies = [\"0.0.0.0/0\", \"x\", \"192.0.2.1/24\"]\n")
+            .unwrap_err()
+            .join("\n");
+        for k in [
+            "challenge.trusted_proxies[0]: must not be a default route",
+            "challenge.trusted_proxies[1]:",
+            "challenge.trusted_proxies[2]:",
+        ] {
+            assert!(e.contains(k), "{k}: {e}");
+        }
         let e = check("[challenge]\nlisten = \"x\"\ndifficulty = 40\npublic_url = \"https://a.example.com/$x\"\nmap_dir = \"rel\"\ntls_cert = \"/c\"\nbogus = 1\n")
             .unwrap_err()
             .join("\n");

@@ -1,11 +1,12 @@
 //! Starts the proof-of-work challenge (`crate::challenge`) when `challenge.enabled`: the
-//! state and its timer, the hooks into automatic blocking (diversion, exemption of solved
-//! addresses, escalation as a hard block), and the TLS listener on `challenge.listen`.
+//! state and its timer, the hooks into automatic blocking (diversion, which also answers for
+//! the (address, check) allows of solved routes; escalation as a hard block), and the TLS
+//! listener on `challenge.listen`.
 
 use std::sync::Arc;
 
 use crate::challenge::listener::ChallengeHandler;
-use crate::challenge::{Challenge, Diversion, Settings, SolvedExemption};
+use crate::challenge::{Challenge, Diversion, Settings};
 use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::http::{self, Server, Stopper};
@@ -54,7 +55,6 @@ pub fn start(
     let secret = crate::challenge::load_secret(&cfg.state_path)
         .map_err(|e| format!("challenge: cannot read or create the cookie secret: {e}"))?;
     let challenge = Challenge::new(clock.clone(), store.clone(), secret, settings(cfg));
-    threat.add_exemption(Arc::new(SolvedExemption(challenge.clone())));
     match &threat.autoblock {
         Some(ab) => {
             ab.set_diversion(Arc::new(Diversion(challenge.clone())));

@@ -686,6 +686,10 @@ mod tests {
                 &["challenge"],
             ),
             ("[challenge]\ndifficulty = 10\n", &["challenge"]),
+            (
+                "[challenge]\ntrusted_proxies = [\"127.0.0.1\"]\n",
+                &["challenge"],
+            ),
             ("[challenge]\ntimeout_minutes = 10\n", &["challenge"]),
             ("[challenge]\nallow_hours = 10\n", &["challenge"]),
             ("[challenge]\nmax_pending = 100\n", &["challenge"]),

@@ -13,11 +13,14 @@
 //!   false.
 //! - Never blocked automatically: loopback, unspecified and this host's addresses,
 //!   allow-listed addresses, `firewall.infra_ips`, addresses already blocked, and addresses
-//!   an [`Exemption`] claims (verified crawlers and solved challenges plug in here).
+//!   an [`Exemption`] claims (verified crawlers plug in here).
 //! - A [`Diversion`] (the proof-of-work challenge) may take over an address instead of a
 //!   block: findings under their check name, verdict scores as `local_threat_score` or
-//!   `ip_reputation` ([`score_check`]). `Trigger::Challenge` (an escalated route) is never
-//!   diverted.
+//!   `ip_reputation` ([`score_check`]). It may also answer that the address solved the
+//!   challenge this very check routed it to ([`Diverted::Solved`]): that check neither
+//!   routes nor blocks it again while the allow lasts; every other check blocks as usual
+//!   (a solve is no exemption). `Trigger::Challenge` (an escalated route) and
+//!   `Trigger::Evidence` are never diverted.
 //! - Triggers: a finding of a check that reports an attacker address blocks at once; any
 //!   other scored event makes the address a candidate whose verdict score is compared with
 //!   `auto_response.block_score` (default 80; an automatic cycle is a scan: at most
@@ -70,12 +73,25 @@ pub trait Exemption: Send + Sync {
     fn exempt(&self, ip: IpAddr) -> Option<String>;
 }
 
+/// What a [`Diversion`] did with an address about to be blocked for a check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Diverted {
+    /// Nothing: block as usual.
+    No,
+    /// Taken over (routed to the challenge, or already pending there).
+    Taken,
+    /// The address solved the challenge this same check routed it to (the text says until
+    /// when): not routed again, and not blocked for this check. Other checks are not
+    /// affected.
+    Solved(String),
+}
+
 /// Routes an address about to be blocked to another response (the proof-of-work
 /// challenge, `crate::challenge`) instead of a block.
 pub trait Diversion: Send + Sync {
-    /// True when `ip`, about to be blocked for `check` (a check name, or `ip_reputation` /
-    /// `local_threat_score` for verdict scores), was taken over.
-    fn divert(&self, ip: IpAddr, check: &str) -> bool;
+    /// What became of `ip`, about to be blocked for `check` (a check name, or
+    /// `ip_reputation` / `local_threat_score` for verdict scores).
+    fn divert(&self, ip: IpAddr, check: &str) -> Diverted;
 }
 
 /// An automatic block that took effect in the firewall (not a dry run): confirmed abuse,
@@ -436,7 +452,17 @@ impl AutoBlock {
                     continue;
                 }
                 let diversion = self.diversion.read().clone();
-                let divert = |check: &str| diversion.as_ref().is_some_and(|d| d.divert(ip, check));
+                // True when the diversion took the address (routed, or solved for `check`).
+                let divert = |check: &str| {
+                    let d = diversion
+                        .as_ref()
+                        .map_or(Diverted::No, |d| d.divert(ip, check));
+                    if let Diverted::Solved(why) = &d {
+                        log::debug!("auto-block: {ip} not blocked for {check}: {why}");
+                        self.counters.exempt.fetch_add(1, Ordering::Relaxed);
+                    }
+                    d != Diverted::No
+                };
                 let reason = match trigger {
                     Trigger::Finding(check) if divert(check) => {
                         done.push(ip);

@@ -401,11 +401,13 @@ fn bulk_undo_restores_prior_lifetimes_and_later_decisions_invalidate() {
 
 /// The proof-of-work challenge on the auto-block path (`crate::challenge`): a routed
 /// signal is diverted instead of blocked, escalated to a real block after 30 unsolved
-/// minutes (injected clock), and a solved address is exempt; other checks block as before.
+/// minutes (injected clock), and a solved address is neither routed nor blocked again by
+/// the check that routed it; other checks block as before, the solver included (issue 23
+/// item 3: a solve bought immunity from every automatic block).
 #[test]
-fn challenge_diverts_escalates_and_exempts() {
+fn challenge_diverts_escalates_and_a_solve_is_no_immunity() {
     use super::autoblock::Trigger as T;
-    use crate::challenge::{pow, Challenge, Diversion, Settings, SolvedExemption};
+    use crate::challenge::{pow, Challenge, Diversion, Settings};
     let Some(r) = Rig::new("challenge") else {
         return;
     };
@@ -424,7 +426,6 @@ fn challenge_diverts_escalates_and_exempts() {
             scanner_challenge: false,
         },
     );
-    r.t.add_exemption(Arc::new(SolvedExemption(c.clone())));
     ab.set_diversion(Arc::new(Diversion(c.clone())));
     let weak = Arc::downgrade(&ab);
     c.set_escalate(Arc::new(move |ip, check: &str| {
@@ -445,8 +446,8 @@ fn challenge_diverts_escalates_and_exempts() {
         r.block(a).is_none() && r.block(b).is_none(),
         "diverted, not blocked"
     );
-    // b solves the challenge: exempt from now on.
-    let (nonce, bits) = c.issue(b).unwrap();
+    // b solves the challenge: xmlrpc_abuse neither routes nor blocks it from now on.
+    let (nonce, bits) = c.issue(b, None).unwrap();
     let counter = pow::solve(&nonce, bits).to_string();
     c.verify(b, &pow::Proof { nonce, counter }).unwrap();
     let exempt = ab
@@ -469,8 +470,14 @@ fn challenge_diverts_escalates_and_exempts() {
     super::wait_for(|| r.block(a).is_some());
     let reason = r.fw.check(a).block.unwrap().1.reason;
     assert!(reason.contains("challenge not solved"), "{reason}");
-    assert!(r.block(b).is_none(), "the solved address is never blocked");
+    assert!(r.block(b).is_none(), "not blocked for the check it solved");
     assert_eq!(c.stats()["escalated"], 1);
     assert_eq!(c.pending_count(), 0);
+    // The solver brute-forces SSH: that finding blocks it at once.
+    ab.offer(b, T::Finding("ssh_bruteforce".into()));
+    super::wait_for(|| r.block(b).is_some());
+    let reason = r.fw.check(b).block.unwrap().1.reason;
+    assert!(reason.contains("ssh_bruteforce"), "{reason}");
+    assert_eq!(c.stats()["allowed_routes"], 1);
     c.shutdown();
 }

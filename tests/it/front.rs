@@ -18,7 +18,7 @@ use serde_json::Value;
 
 /// A TCP connection from `local` (any 127.0.0.0/8 address works on loopback), optionally
 /// with a small receive buffer set before connecting (a reader that stalls quickly).
-fn connect_from(
+pub(crate) fn connect_from(
     local: Ipv4Addr,
     to: SocketAddr,
     rcvbuf: Option<usize>,

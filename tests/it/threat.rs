@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use crate::common::*;
 use crate::firewall::{post, require};
 
-fn failures(ip: &str, n: usize) -> Vec<String> {
+pub(crate) fn failures(ip: &str, n: usize) -> Vec<String> {
     (0..n)
         .map(|i| {
             format!(
@@ -24,7 +24,7 @@ fn failures(ip: &str, n: usize) -> Vec<String> {
         .collect()
 }
 
-fn append(log: &Path, lines: &[String]) {
+pub(crate) fn append(log: &Path, lines: &[String]) {
     let mut f = std::fs::OpenOptions::new()
         .append(true)
         .create(true)
