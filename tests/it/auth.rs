@@ -83,6 +83,18 @@ fn auth_matrix_on_every_get_route() {
             assert_eq!(r.header("allow"), Some("GET, HEAD"), "{m} {path}");
         }
     }
+    // HEAD on the event stream: its head, then the connection closes (no subscriber kept).
+    let mut c = d.client();
+    c.write_request(
+        "HEAD",
+        "/api/v1/events",
+        &[("Authorization", &bearer(READ))],
+        b"",
+    );
+    let head = c.read_head();
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-type"), Some("text/event-stream"));
+    assert_eq!(c.read_until(|_| false), "");
     // HEAD on the public login page and on a page redirecting to it.
     let mut c = d.client();
     c.write_request("HEAD", "/login", &[], b"");

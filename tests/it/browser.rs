@@ -5,7 +5,7 @@
 //! Chromium post the form with `Origin: null`, which the origin check refused (403).
 
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -89,7 +89,7 @@ impl Browser {
         });
         Browser {
             child,
-            commands: std::fs::File::from(OwnedFd::from(cmd_w)),
+            commands: std::fs::File::from(cmd_w),
             answers,
             next_id: 0,
         }
