@@ -11,6 +11,8 @@
 
 /// Feature identifiers this build supports, sorted. The one place to add one.
 pub const CAPABILITIES: &[&str] = &[
+    // `GET /api/v1/challenge/stats` (api/challenge.rs).
+    "challenge.stats.v1",
     // `conf.d/*.toml` drop-ins beside the main file (config/mod.rs).
     "confd.dropins.v1",
     // `http_scanner_profile` findings from the access-log collector (watch/accesslog).
@@ -62,5 +64,31 @@ mod tests {
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(sorted, CAPABILITIES, "keep the list sorted and unique");
+    }
+
+    /// A spec identifier whose route is in the route table is advertised (issue 23 item
+    /// 10: `challenge.stats.v1` was routed but missing).
+    #[test]
+    fn routed_features_are_advertised() {
+        let routed = [
+            ("challenge.stats.v1", "/api/v1/challenge/stats"),
+            ("events.sse.v1", "/api/v1/events"),
+            ("firewall.rollback.v1", "/api/v1/settings/firewall/rollback"),
+            (
+                "mail.queue.composition.v1",
+                "/api/v1/email/queue-composition",
+            ),
+            ("webui.undo.v1", "/api/v1/undo/run"),
+        ];
+        for (cap, path) in routed {
+            assert!(
+                crate::api::ROUTES.iter().any(|r| r.path == path),
+                "{path} is not routed"
+            );
+            assert!(
+                CAPABILITIES.contains(&cap),
+                "{cap} ({path}) is not advertised"
+            );
+        }
     }
 }

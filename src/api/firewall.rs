@@ -39,16 +39,8 @@ fn respond(r: Reply) -> Response {
     Response::json(r.status, &r.body)
 }
 
-fn body(req: &Request) -> Result<Value, Response> {
-    if req.body.iter().all(|b| b.is_ascii_whitespace()) {
-        return Ok(json!({}));
-    }
-    serde_json::from_slice(&req.body)
-        .map_err(|e| Response::error(400, &format!("the body is not valid JSON: {e}")))
-}
-
 fn post(app: &App, req: &Request, c: &Caller, cmd: &str) -> Response {
-    match body(req) {
+    match app.json_body(req) {
         Ok(v) => respond(control::run(
             &app.services.firewall,
             cmd,

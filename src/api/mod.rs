@@ -10,6 +10,7 @@ mod accounts;
 pub mod audit;
 pub mod auth;
 mod backups;
+pub mod body;
 pub mod capabilities;
 mod challenge;
 pub mod csv;
@@ -110,6 +111,8 @@ pub struct App {
     /// Rate limiter of log lines clients cause (one per kind and address a minute).
     pub client_log: crate::lograte::LogLimiter,
     pub metrics: metrics::HttpMetrics,
+    /// JSON bodies refused by [`body::parse`], by reason.
+    pub body_refusals: body::Refusals,
     pub runtime: Runtime,
     pub server: OnceLock<Arc<ServerStats>>,
     pub services: Services,
@@ -161,6 +164,7 @@ impl App {
             limiter,
             sessions,
             metrics: metrics::HttpMetrics::default(),
+            body_refusals: body::Refusals::default(),
             runtime,
             server: OnceLock::new(),
             services,

@@ -14,7 +14,9 @@ fn html(status: u16, body: String) -> Response {
     Response::new(status, "text/html; charset=utf-8", body.into_bytes())
         .with_header("Content-Security-Policy", CSP)
         .with_header("X-Frame-Options", "DENY")
-        .with_header("Referrer-Policy", "no-referrer")
+        // `same-origin`, not `no-referrer`: with no-referrer Chromium sends `Origin: null`
+        // on the login form's post; other sites still get no referrer (decision 285).
+        .with_header("Referrer-Policy", "same-origin")
 }
 
 /// Escapes text for HTML element content and attribute values.

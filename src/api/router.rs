@@ -449,16 +449,30 @@ fn authenticate(app: &App, req: &Request, metrics_route: bool) -> Auth {
     Auth::None(FailReason::NoCredential)
 }
 
-/// Same-origin check for cookie-authenticated writes: `Origin` (when sent) must be this
-/// server, and `Sec-Fetch-Site` must not say cross-site.
+/// Same-origin check for browser writes (the login form, cookie-authenticated writes).
+/// The rule (decision 285):
+/// - `Sec-Fetch-Site: cross-site` or `same-site` is refused: the browser says another site
+///   (or a sibling host) sent it.
+/// - `Origin` naming this server (`https://` + `Host`) passes; any other origin is refused.
+/// - `Origin: null` (an opaque origin: a sandboxed frame, a `data:` page, a cross-origin
+///   redirect, or a page sent with `Referrer-Policy: no-referrer`) passes only beside
+///   `Sec-Fetch-Site: same-origin`. Both are forbidden header names that no page script can
+///   set, so a browser that sends them attests the request came from this server's own
+///   page; without that attestation `null` is refused, as an attacker's sandboxed frame
+///   in an older browser would send it.
+/// - No `Origin` at all passes (non-browser clients; browsers send it on every POST).
 pub(super) fn origin_ok(req: &Request) -> bool {
-    if let Some(site) = req.header("sec-fetch-site") {
-        if site.eq_ignore_ascii_case("cross-site") || site.eq_ignore_ascii_case("same-site") {
-            return false;
-        }
+    let site = req.header("sec-fetch-site");
+    if site.is_some_and(|s| {
+        s.eq_ignore_ascii_case("cross-site") || s.eq_ignore_ascii_case("same-site")
+    }) {
+        return false;
     }
     match req.header("origin") {
         None => true,
+        Some(origin) if origin.trim() == "null" => {
+            site.is_some_and(|s| s.eq_ignore_ascii_case("same-origin"))
+        }
         Some(origin) => match req.header("host") {
             Some(host) => origin.eq_ignore_ascii_case(&format!("https://{host}")),
             None => false,
@@ -564,7 +578,7 @@ impl App {
                 .count(FailReason::MetricsTokenElsewhere);
             return (label, unauthorized(), None);
         }
-        if !route.methods.iter().any(|(m, _)| *m == req.method) {
+        if handler_for(route, &req.method).is_none() {
             return (label, method_not_allowed(route, req), Some(caller));
         }
         let needed = match route.access {
@@ -611,16 +625,57 @@ impl App {
         req: &Request,
         caller: Caller,
     ) -> (&'static str, Response, Option<Caller>) {
-        match route.methods.iter().find(|(m, _)| *m == req.method) {
-            Some(&(_, handler)) => (route.path, handler(self, req, &caller), Some(caller)),
+        match handler_for(route, &req.method) {
+            Some(handler) => {
+                let resp = handler(self, req, &caller);
+                let resp = if req.method == "HEAD" {
+                    head_only(resp)
+                } else {
+                    resp
+                };
+                (route.path, resp, Some(caller))
+            }
             None => (route.path, method_not_allowed(route, req), Some(caller)),
         }
     }
 }
 
+/// The handler of `method` on `route`. Every GET route answers HEAD with its GET handler
+/// (RFC 9110 9.3.2): the HTTP layer sends the head of a HEAD answer without its body.
+fn handler_for(route: &Route, method: &str) -> Option<HandlerFn> {
+    let wanted = if method == "HEAD" { "GET" } else { method };
+    route
+        .methods
+        .iter()
+        .find(|(m, _)| *m == wanted)
+        .map(|&(_, h)| h)
+}
+
+/// A HEAD answer: a full body is left for the HTTP layer to drop (its Content-Length
+/// stays that of the GET answer); a stream is replaced by one that writes nothing, so the
+/// head goes out as GET's would and the connection closes, with no subscriber kept.
+fn head_only(mut resp: Response) -> Response {
+    if resp.is_stream() {
+        resp.body = crate::http::Body::Stream(Box::new(|_| Ok(())));
+    }
+    resp
+}
+
+/// The methods a route answers: its own, and HEAD beside GET.
+fn allowed(route: &Route) -> Vec<&'static str> {
+    let mut allow = Vec::with_capacity(route.methods.len() + 1);
+    for (m, _) in route.methods {
+        allow.push(*m);
+        if *m == "GET" {
+            allow.push("HEAD");
+        }
+    }
+    allow
+}
+
 /// 405 with `Allow` listing the route's methods.
 fn method_not_allowed(route: &Route, req: &Request) -> Response {
-    let allow: Vec<&str> = route.methods.iter().map(|(m, _)| *m).collect();
+    let allow = allowed(route);
     Response::error(
         405,
         &format!(
@@ -729,6 +784,63 @@ mod tests {
             "x"
         );
         assert_eq!(wildcard_target("/api/v1/sessions", "/api/v1/sessions"), "");
+    }
+
+    fn post_with(headers: &[(&str, &str)]) -> Request {
+        let mut h = vec![("host".to_string(), "127.0.0.1:9443".to_string())];
+        h.extend(headers.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        Request {
+            method: "POST".into(),
+            path: "/login".into(),
+            query: String::new(),
+            headers: h,
+            body: Vec::new(),
+            remote: "127.0.0.1:5000".parse().unwrap(),
+            wants_close: false,
+        }
+    }
+
+    /// Issue 23 item 4: a browser's own form post passes, in the forms browsers send it;
+    /// an opaque origin without the browser's same-origin attestation does not.
+    #[test]
+    fn origin_rule_accepts_what_browsers_send_from_this_server() {
+        let ok = |h: &[(&str, &str)]| origin_ok(&post_with(h));
+        assert!(ok(&[]));
+        assert!(ok(&[("origin", "https://127.0.0.1:9443")]));
+        assert!(ok(&[
+            ("origin", "https://127.0.0.1:9443"),
+            ("sec-fetch-site", "same-origin")
+        ]));
+        assert!(ok(&[("origin", "null"), ("sec-fetch-site", "same-origin")]));
+        assert!(ok(&[("sec-fetch-site", "none")]));
+        // Refused: opaque origins without attestation, other origins, other sites.
+        assert!(!ok(&[("origin", "null")]));
+        assert!(!ok(&[("origin", "null"), ("sec-fetch-site", "cross-site")]));
+        assert!(!ok(&[("origin", "null"), ("sec-fetch-site", "none")]));
+        assert!(!ok(&[("origin", "https://evil.example")]));
+        assert!(!ok(&[
+            ("origin", "https://evil.example"),
+            ("sec-fetch-site", "same-origin")
+        ]));
+        assert!(!ok(&[("origin", "http://127.0.0.1:9443")]));
+        assert!(!ok(&[("sec-fetch-site", "same-site")]));
+        assert!(!ok(&[("sec-fetch-site", "cross-site")]));
+    }
+
+    #[test]
+    fn every_get_route_answers_head() {
+        for r in ROUTES {
+            let get = handler_for(r, "GET");
+            assert_eq!(
+                handler_for(r, "HEAD").map(|h| h as usize),
+                get.map(|h| h as usize),
+                "{}",
+                r.path
+            );
+            assert_eq!(allowed(r).contains(&"HEAD"), get.is_some(), "{}", r.path);
+        }
+        let login = find("/login").unwrap();
+        assert_eq!(allowed(login), ["GET", "HEAD", "POST"]);
     }
 
     #[test]

@@ -316,6 +316,15 @@ pub fn metrics(app: &App, _req: &Request, _c: &Caller) -> Response {
             label(route)
         );
     }
+    let _ = writeln!(out, "# HELP svc_api_body_refused_total JSON request bodies refused before use, by reason.\n# TYPE svc_api_body_refused_total counter");
+    for r in super::body::Refusal::ALL {
+        let _ = writeln!(
+            out,
+            "svc_api_body_refused_total{{reason=\"{}\"}} {}",
+            r.as_str(),
+            app.body_refusals.get(r)
+        );
+    }
     let _ = writeln!(
         out,
         "# HELP svc_auth_failures_total Requests that failed authentication (401, 429), by reason.\n# TYPE svc_auth_failures_total counter"

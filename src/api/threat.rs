@@ -38,14 +38,6 @@ pub(super) fn respond(r: Reply) -> Response {
     Response::json(r.status, &r.body)
 }
 
-pub(super) fn body(req: &Request) -> Result<Value, Response> {
-    if req.body.iter().all(|b| b.is_ascii_whitespace()) {
-        return Ok(json!({}));
-    }
-    serde_json::from_slice(&req.body)
-        .map_err(|e| Response::error(400, &format!("the body is not valid JSON: {e}")))
-}
-
 fn get(app: &App, req: &Request, c: &Caller, cmd: &str, args: Value) -> Response {
     respond(control::run(
         &app.services.threat,
@@ -56,7 +48,7 @@ fn get(app: &App, req: &Request, c: &Caller, cmd: &str, args: Value) -> Response
 }
 
 fn post(app: &App, req: &Request, c: &Caller, cmd: &str) -> Response {
-    match body(req) {
+    match app.json_body(req) {
         Ok(v) => respond(control::run(&app.services.threat, cmd, &v, &caller(req, c))),
         Err(r) => r,
     }

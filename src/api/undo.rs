@@ -10,7 +10,7 @@ use crate::http::{Request, Response};
 use crate::threat::control;
 
 use super::auth::Caller;
-use super::threat::{body, caller, respond};
+use super::threat::{caller, respond};
 use super::App;
 
 pub fn pending(app: &App, req: &Request, c: &Caller) -> Response {
@@ -23,7 +23,7 @@ pub fn pending(app: &App, req: &Request, c: &Caller) -> Response {
 }
 
 pub fn run(app: &App, req: &Request, c: &Caller) -> Response {
-    match body(req) {
+    match app.json_body(req) {
         Ok(v) => respond(control::run(
             &app.services.threat,
             "undo_run",

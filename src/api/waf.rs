@@ -289,14 +289,9 @@ fn rules_value(app: &App) -> Answer {
     )
 }
 
-fn body(req: &Request) -> Result<Value, Response> {
-    serde_json::from_slice(&req.body)
-        .map_err(|e| Response::error(400, &format!("the body is not valid JSON: {e}")))
-}
-
 /// `POST /api/v1/waf/rules/apply` `{"disabled": [ids]}`.
 pub fn apply(app: &App, req: &Request, _c: &Caller) -> Response {
-    match body(req) {
+    match app.json_body(req) {
         Ok(v) => reply(apply_value(app, &v)),
         Err(r) => r,
     }
@@ -348,7 +343,7 @@ fn escalation_value(app: &App) -> Answer {
 
 /// `POST /api/v1/waf/rules/escalation` `{"rule_id": N, "escalation": bool}`.
 pub fn set_escalation(app: &App, req: &Request, c: &Caller) -> Response {
-    match body(req) {
+    match app.json_body(req) {
         Ok(v) => reply(set_escalation_value(app, &v, &c.name)),
         Err(r) => r,
     }

@@ -93,9 +93,9 @@ impl FromStr for Net {
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let len = match l {
             None => max,
-            Some(l) => match l.parse::<u8>() {
-                Ok(n) if n <= max && !l.starts_with('+') => n,
-                _ => return Err(format!("{s:?} has an invalid prefix length")),
+            Some(l) => match crate::firewall::net::prefix_len(l, max) {
+                Some(n) => n,
+                None => return Err(format!("{s:?} has an invalid prefix length")),
             },
         };
         let clean = match addr {
@@ -313,6 +313,9 @@ mod tests {
         assert!(parse_range("66.249.64.0/27").is_ok());
         assert!(parse_range("2001:4860:4801:10::/64").is_ok());
         assert!(parse_range("8.8.8.8").is_ok());
+        // One prefix reader with the firewall: no leading zeros (issue 23 item 12).
+        assert!(parse_range("66.249.64.0/027").is_err());
+        assert!(parse_range("66.249.64.0/+27").is_err());
         for bad in [
             "1.0.0.0/7",
             "2001:4800::/23",

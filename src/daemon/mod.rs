@@ -580,22 +580,30 @@ pub(crate) fn run_check(app: &App) -> Value {
     }
 }
 
+/// The start-up line names the address as bound (issue 23 item 13: a wildcard bind printed
+/// `127.0.0.1`); a wildcard says it listens on every address. The dev log-in hint, which
+/// must be a URL to open, names loopback for a wildcard (decision 289).
+fn listen_text(addr: std::net::SocketAddr) -> (String, String) {
+    let bound = format!("https://{addr}");
+    match addr.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => (
+            format!("{bound} (every IPv4 address of this host)"),
+            format!("https://127.0.0.1:{}", addr.port()),
+        ),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => (
+            format!("{bound} (every address of this host)"),
+            format!("https://[::1]:{}", addr.port()),
+        ),
+        _ => (bound.clone(), bound),
+    }
+}
+
 fn announce(cfg: &Config, addr: std::net::SocketAddr, dev: Option<&dev::DevTokens>) {
-    let host = if addr.ip().is_unspecified() {
-        "127.0.0.1".to_string()
-    } else {
-        addr.ip().to_string()
-    };
-    let host = if addr.is_ipv6() && !addr.ip().is_unspecified() {
-        format!("[{host}]")
-    } else {
-        host
-    };
-    let base = format!("https://{host}:{}", addr.port());
+    let (listening, base) = listen_text(addr);
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,
-        "svc {} listening on {base} (state {})",
+        "svc {} listening on {listening} (state {})",
         env!("CARGO_PKG_VERSION"),
         cfg.state_path.display()
     );
@@ -618,4 +626,34 @@ fn announce(cfg: &Config, addr: std::net::SocketAddr, dev: Option<&dev::DevToken
         );
     }
     let _ = out.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::listen_text;
+
+    #[test]
+    fn the_start_up_line_names_the_bound_address() {
+        let t = |a: &str| listen_text(a.parse().unwrap());
+        assert_eq!(
+            t("0.0.0.0:9443"),
+            (
+                "https://0.0.0.0:9443 (every IPv4 address of this host)".to_string(),
+                "https://127.0.0.1:9443".to_string()
+            )
+        );
+        assert_eq!(
+            t("[::]:9443").0,
+            "https://[::]:9443 (every address of this host)"
+        );
+        assert_eq!(t("[::]:9443").1, "https://[::1]:9443");
+        assert_eq!(
+            t("192.0.2.1:9443"),
+            (
+                "https://192.0.2.1:9443".to_string(),
+                "https://192.0.2.1:9443".to_string()
+            )
+        );
+        assert_eq!(t("[2001:db8::1]:443").0, "https://[2001:db8::1]:443");
+    }
 }

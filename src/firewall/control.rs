@@ -142,6 +142,22 @@ fn lifetime(m: &Map<String, Value>) -> R<Option<Duration>> {
     }
 }
 
+/// The actor of a block: `"force": true` drops the caller's own-address protection (the
+/// operator means it); anything but a boolean is a 400.
+fn forced(m: &Map<String, Value>, actor: &Actor) -> R<Actor> {
+    match m.get("force") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(actor.clone()),
+        Some(Value::Bool(true)) => Ok(match actor {
+            Actor::Operator { name, .. } => Actor::Operator {
+                name: name.clone(),
+                protect: None,
+            },
+            a => a.clone(),
+        }),
+        Some(_) => Err(Reply::error(400, "force must be true or false")),
+    }
+}
+
 fn reason(m: &Map<String, Value>, default: &str) -> R<String> {
     Ok(text(m, "reason")?.unwrap_or_else(|| default.to_string()))
 }
@@ -194,7 +210,11 @@ pub fn run(handle: &Handle, cmd: &str, args: &Value, actor: &Actor) -> Reply {
                 ok(fw.check(ip).to_json())
             }
             "block" => {
-                let m = fields(args, &["ip", "ips", "reason", "duration_seconds", "for"])?;
+                let m = fields(
+                    args,
+                    &["ip", "ips", "reason", "duration_seconds", "for", "force"],
+                )?;
+                let actor = &forced(&m, actor)?;
                 let why = reason(&m, "manual block")?;
                 let d = lifetime(&m)?;
                 let mut nets = Vec::new();
@@ -286,7 +306,8 @@ pub fn run(handle: &Handle, cmd: &str, args: &Value, actor: &Actor) -> Reply {
                 ok(json!({ "ok": true, "ip": net.to_string(), "removed": removed.to_json() }))
             }
             "deny_subnet" => {
-                let m = fields(args, &["subnet", "cidr", "ip", "reason"])?;
+                let m = fields(args, &["subnet", "cidr", "ip", "reason", "force"])?;
+                let actor = &forced(&m, actor)?;
                 let net = net_field(&m, &["subnet", "cidr", "ip"])?;
                 let why = reason(&m, "manual subnet block")?;
                 let o = fw.deny_subnet(net, &why, actor).map_err(from_error)?;

@@ -20,8 +20,10 @@ impl std::fmt::Display for DurationError {
 
 impl std::error::Error for DurationError {}
 
-/// Parses one or more `<number><unit>` parts, unit `s`, `m`, `h` or `d` (any case), between
-/// one second and ten years.
+/// Parses one or more `<number><unit>` parts, unit `s`, `m`, `h` or `d` (any case), each
+/// unit at most once and in decreasing order (`1d2h`, `1h30m`; `1h1h` and `30m1h` are
+/// refused, decision 288), between one second and ten years. The one reader of lifetimes
+/// (API `for`, `svc firewall ... --for`).
 pub fn parse(text: &str) -> Result<Duration, DurationError> {
     parse_text(text).map_err(DurationError)
 }
@@ -36,6 +38,8 @@ fn parse_text(text: &str) -> Result<Duration, String> {
     }
     let mut total: u64 = 0;
     let mut num: Option<u64> = None;
+    // The last unit's length in seconds: the next one must be shorter.
+    let mut previous: u64 = u64::MAX;
     for c in s.chars() {
         if let Some(d) = c.to_digit(10) {
             let n = num.unwrap_or(0);
@@ -60,6 +64,12 @@ fn parse_text(text: &str) -> Result<Duration, String> {
         let n = num.take().ok_or_else(|| {
             format!("invalid duration {s:?}: a unit must follow a number (4s, 15m, 24h, 7d)")
         })?;
+        if unit >= previous {
+            return Err(format!(
+                "invalid duration {s:?}: each unit at most once, largest first (1d2h, 1h30m)"
+            ));
+        }
+        previous = unit;
         total = n
             .checked_mul(unit)
             .and_then(|v| total.checked_add(v))
@@ -125,6 +135,12 @@ mod tests {
         assert!(parse("3651d").unwrap_err().0.contains("ten years"));
         assert!(parse("99999999999999999999s").is_err());
         assert!(parse("-5s").is_err());
+        // Issue 23 item 12: `1h1h` was two hours.
+        for bad in ["1h1h", "30m1h", "1s1d", "1m2m", "1h30m1h"] {
+            assert!(parse(bad).unwrap_err().0.contains("at most once"), "{bad}");
+        }
+        assert_eq!(parse("1d2h3m4s").unwrap().as_secs(), 93_784);
+        assert_eq!(parse("1H30m").unwrap().as_secs(), 5400);
     }
 
     #[test]

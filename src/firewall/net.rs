@@ -80,6 +80,20 @@ fn mask(w: u8, prefix: u8) -> u128 {
     }
 }
 
+/// A CIDR prefix length as written after `/`: ASCII digits without sign or leading zero
+/// (`024` is refused, not read as 24: decision 288), at most `max`. The one reader of prefix
+/// lengths (firewall ranges, crawler ranges).
+pub fn prefix_len(text: &str, max: u8) -> Option<u8> {
+    let b = text.as_bytes();
+    if b.is_empty() || b.len() > 3 || !b.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    if b.len() > 1 && b[0] == b'0' {
+        return None;
+    }
+    text.parse::<u8>().ok().filter(|&n| n <= max)
+}
+
 impl Net {
     /// One address (IPv4-mapped IPv6 becomes IPv4).
     pub fn host(ip: IpAddr) -> Net {
@@ -135,10 +149,8 @@ impl Net {
                 let addr = a
                     .parse::<IpAddr>()
                     .map_err(|_| NetError::Invalid(s.to_string()))?;
-                if p.is_empty() || p.len() > 3 || !p.bytes().all(|b| b.is_ascii_digit()) {
-                    return Err(NetError::Prefix(s.to_string()));
-                }
-                let prefix: u8 = p.parse().map_err(|_| NetError::Prefix(s.to_string()))?;
+                let prefix =
+                    prefix_len(p, width(addr)).ok_or_else(|| NetError::Prefix(s.to_string()))?;
                 Net::new(addr, prefix)
             }
         }
@@ -307,6 +319,30 @@ mod tests {
         assert_eq!(n("::ffff:192.0.2.0/120").to_string(), "192.0.2.0/24");
         assert!(n("192.0.2.7").is_host());
         assert!(!n("192.0.2.0/31").is_host());
+    }
+
+    /// Issue 23 item 12: `1.2.3.0/024` was read as /24.
+    #[test]
+    fn prefix_lengths_and_octets_are_canonical_digits() {
+        for bad in [
+            "1.2.3.0/024",
+            "1.2.3.0/00",
+            "2001:db8::/032",
+            "1.2.3.0/+24",
+            "1.2.3.0/ 24",
+            "1.2.3.0/",
+            "01.2.3.0/24",
+            "1.2.3.010",
+        ] {
+            assert!(Net::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(n("0.0.0.0/0").to_string(), "0.0.0.0/0");
+        assert_eq!(n("1.2.3.0/24").to_string(), "1.2.3.0/24");
+        assert_eq!(prefix_len("0", 32), Some(0));
+        assert_eq!(prefix_len("32", 32), Some(32));
+        assert_eq!(prefix_len("33", 32), None);
+        assert_eq!(prefix_len("128", 128), Some(128));
+        assert_eq!(prefix_len("0128", 128), None);
     }
 
     #[test]

@@ -281,6 +281,32 @@ fn refusals_name_what_protects_the_address() {
             ..
         }
     ));
+    // The caller's own address itself too (issue 23 item 11), also written IPv4-mapped;
+    // without the protection (`"force": true`, the CLI) it is blocked.
+    for own in ["198.51.100.20", "::ffff:198.51.100.20"] {
+        let out = fw.block(vec![item(own, None)], &me).unwrap();
+        assert!(
+            matches!(
+                &out[0],
+                Outcome::Refused {
+                    refusal: Refusal::OwnAddress(_),
+                    ..
+                }
+            ),
+            "{own}: {out:?}"
+        );
+    }
+    let mapped_me = Actor::Operator {
+        name: "t".into(),
+        protect: Some("::ffff:198.51.100.20".parse().unwrap()),
+    };
+    let out = fw
+        .block(vec![item("198.51.100.20", None)], &mapped_me)
+        .unwrap();
+    assert!(matches!(&out[0], Outcome::Refused { .. }), "{out:?}");
+    assert!(!r.set("block4").contains("198.51.100.20"));
+    let out = fw.block(vec![item("198.51.100.20", None)], &op()).unwrap();
+    assert!(matches!(&out[0], Outcome::Blocked { .. }), "{out:?}");
     // Allowing a blocked address removes its block; allowing inside a blocked subnet warns.
     fw.block(vec![item("192.0.2.60", None)], &op()).unwrap();
     let a = fw

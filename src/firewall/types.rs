@@ -61,7 +61,8 @@ impl From<StoreError> for FirewallError {
 #[derive(Clone, Debug)]
 pub enum Actor {
     /// An operator (API token, browser session, the CLI). `protect` is the caller's own
-    /// address, which no subnet block may contain. Operator actions always apply.
+    /// address, which no block may cover (None with `"force": true`, and for the CLI).
+    /// Operator actions always apply.
     Operator {
         name: String,
         protect: Option<IpAddr>,
@@ -121,7 +122,7 @@ pub enum Refusal {
         entry: Net,
         reason: String,
     },
-    /// The subnet contains the caller's own address.
+    /// The address or subnet covers the caller's own address.
     OwnAddress(IpAddr),
     /// The subnet overlaps a blocked subnet.
     OverlapsSubnet(Net),
@@ -148,7 +149,7 @@ impl std::fmt::Display for Refusal {
             Refusal::OwnAddress(ip) => {
                 write!(
                     f,
-                    "it contains your own address {ip}; refusing to lock you out"
+                    "it covers your own address {ip}; refusing to lock you out (send \"force\": true to do it anyway)"
                 )
             }
             Refusal::OverlapsSubnet(n) => {

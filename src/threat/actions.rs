@@ -83,6 +83,9 @@ pub enum Res {
     Changed(Value),
     /// Not changed, by the rules or the state (the warning says why).
     Skipped(String),
+    /// Refused by the firewall's rules: the warning and the refusal's kind
+    /// (`firewall::Refusal::kind`, e.g. `own_address`).
+    Refused(String, &'static str),
     /// The firewall or the store failed (message, HTTP status).
     Failed(String, u16),
 }
@@ -282,7 +285,10 @@ impl Threat {
                                     }
                                     Outcome::Refused { refusal, .. } => results.push((
                                         ip,
-                                        Res::Skipped(format!("{ip}: refused: {refusal}")),
+                                        Res::Refused(
+                                            format!("{ip}: refused: {refusal}"),
+                                            refusal.kind(),
+                                        ),
                                     )),
                                 }
                             }

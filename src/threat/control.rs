@@ -279,12 +279,29 @@ pub fn run(t: &Threat, cmd: &str, args: &Value, caller: &Caller) -> Reply {
             }
             "block" | "block_permanent" | "whitelist_ip" | "unwhitelist" | "clear" => {
                 let with_reason = matches!(cmd, "block" | "block_permanent" | "whitelist_ip");
-                let allowed: &[&str] = if with_reason {
+                let blocks = matches!(cmd, "block" | "block_permanent");
+                let allowed: &[&str] = if blocks {
+                    &["ip", "ips", "reason", "force"]
+                } else if with_reason {
                     &["ip", "ips", "reason"]
                 } else {
                     &["ip", "ips"]
                 };
                 let m = fields(args, allowed)?;
+                // `"force": true` drops the caller's own-address protection (as the
+                // firewall routes do); anything but a boolean is a 400.
+                let forced_caller;
+                let caller = match m.get("force") {
+                    None | Some(Value::Null) | Some(Value::Bool(false)) => caller,
+                    Some(Value::Bool(true)) => {
+                        forced_caller = Caller {
+                            name: caller.name.clone(),
+                            protect: None,
+                        };
+                        &forced_caller
+                    }
+                    Some(_) => return Err(Reply::error(400, "force must be true or false")),
+                };
                 let reason = text(&m, "reason")?;
                 if let Some(r) = &reason {
                     crate::firewall::types::check_reason(r)
@@ -435,6 +452,11 @@ fn single(
             status: 409,
             body: json!({ "error": w, "ip": ip.to_string() }),
         }),
+        // The firewall's refusal shape (`refusal` names the rule), as `deny-subnet` answers.
+        Res::Refused(w, kind) => Err(Reply {
+            status: 409,
+            body: json!({ "error": w, "ip": ip.to_string(), "refusal": kind }),
+        }),
         Res::Failed(e, status) => Err(Reply {
             status,
             body: json!({ "error": e, "ip": ip.to_string() }),
@@ -472,7 +494,7 @@ fn bulk(
                 d["ip"] = ip.to_string().into();
                 items.push(d);
             }
-            Res::Skipped(w) => {
+            Res::Skipped(w) | Res::Refused(w, _) => {
                 skipped.push(ip.to_string());
                 warnings.push(w);
             }

@@ -59,24 +59,59 @@ fn auth_matrix_on_every_get_route() {
             b"",
         )
         .expect(401);
-        // Any method but GET: 405 with Allow, JSON.
-        for m in ["POST", "PUT", "PATCH", "HEAD"] {
+        // HEAD: GET's status and headers, no body (issue 23 item 4: it was 405).
+        let mut c = d.client();
+        let get = c.send("GET", path, &[("Authorization", &bearer(ADMIN))], b"");
+        c.write_request("HEAD", path, &[("Authorization", &bearer(ADMIN))], b"");
+        let head = c.read_head();
+        assert_eq!(head.status, 200, "HEAD {path}");
+        assert_eq!(head.header("content-type"), get.header("content-type"));
+        if path != "/metrics" {
+            // The metrics page changes between two requests (its own request counts).
+            assert_eq!(head.header("content-length"), get.header("content-length"));
+        }
+        // The connection stays usable: no body bytes were sent after the head.
+        c.send("GET", path, &[("Authorization", &bearer(ADMIN))], b"")
+            .expect(200);
+        // Any other method: 405 with Allow, JSON.
+        for m in ["POST", "PUT", "PATCH"] {
             if path == "/api/v1/sessions" {
-                continue;
-            }
-            if m == "HEAD" {
-                let mut c = d.client();
-                c.write_request(m, path, &[("Authorization", &bearer(ADMIN))], b"");
-                let head = c.read_head();
-                assert_eq!(head.status, 405);
-                assert_eq!(head.header("allow"), Some("GET"));
                 continue;
             }
             let r = d.req(m, path, &[("Authorization", &bearer(ADMIN))], b"");
             r.expect(405);
-            assert_eq!(r.header("allow"), Some("GET"), "{m} {path}");
+            assert_eq!(r.header("allow"), Some("GET, HEAD"), "{m} {path}");
         }
     }
+    // HEAD on the event stream: its head, then the connection closes (no subscriber kept).
+    let mut c = d.client();
+    c.write_request(
+        "HEAD",
+        "/api/v1/events",
+        &[("Authorization", &bearer(READ))],
+        b"",
+    );
+    let head = c.read_head();
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-type"), Some("text/event-stream"));
+    assert_eq!(c.read_until(|_| false), "");
+    // HEAD on the public login page and on a page redirecting to it.
+    let mut c = d.client();
+    c.write_request("HEAD", "/login", &[], b"");
+    let head = c.read_head();
+    assert_eq!(head.status, 200);
+    assert!(head
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/html"));
+    assert_eq!(head.header("referrer-policy"), Some("same-origin"));
+    assert_ne!(head.header("content-length"), Some("0"));
+    c.send("GET", "/login", &[], b"").expect(200);
+    let mut c = d.client();
+    c.write_request("HEAD", "/", &[], b"");
+    let head = c.read_head();
+    assert_eq!(head.status, 303);
+    assert_eq!(head.header("location"), Some("/login"));
 }
 
 #[test]

@@ -336,7 +336,7 @@ fn every_data_route_answers_its_scope_and_envelope() {
             post.expect(400);
         } else {
             post.expect(405);
-            assert_eq!(post.header("allow"), Some("GET"), "{}", r.path);
+            assert_eq!(post.header("allow"), Some("GET, HEAD"), "{}", r.path);
         }
         d.req("DELETE", r.path, &[("Authorization", &auth)], b"")
             .expect(405);

@@ -357,6 +357,126 @@ fn block_drops_packets_and_unblock_lets_them_through() {
     assert!(actions.contains(&"firewall.block"), "{actions:?}");
 }
 
+/// A POST from the peer (192.0.2.2) to the daemon's API on 192.0.2.1:9443.
+fn peer_post(net: &Net, cert: Vec<u8>, path: &'static str, body: String) -> Resp {
+    net.in_peer(move || {
+        let auth = format!("Bearer {ADMIN}");
+        Client::connect("192.0.2.1:9443".parse().unwrap(), cert).send(
+            "POST",
+            path,
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+            ],
+            body.as_bytes(),
+        )
+    })
+}
+
+/// Issue 23 items 11-13 through the API of a daemon listening on every address: an admin
+/// cannot block the address their request comes from (threat and firewall routes, as
+/// `deny-subnet` already refused a range around it) unless they send `"force": true`; a
+/// repeated key, a lifetime with a unit twice and a prefix length with a leading zero are
+/// refused; the start-up line names the wildcard it is bound to.
+#[test]
+fn an_operator_cannot_block_their_own_address_without_force() {
+    let Some(net) = require("own") else { return };
+    let d = net.daemon_on("fw-own", "0.0.0.0:9443", "", "");
+    let line = d
+        .stdout()
+        .into_iter()
+        .find(|l| l.contains("listening on"))
+        .unwrap();
+    assert!(
+        line.contains("listening on https://0.0.0.0:9443 (every IPv4 address of this host)"),
+        "{line}"
+    );
+    let cert = d.cert();
+    assert!(net.connects("192.0.2.1"));
+    let post = |path: &'static str, body: &str| peer_post(&net, cert.clone(), path, body.into());
+
+    // The caller's own address: refused on every block route, with the firewall's shape.
+    for path in [
+        "/api/v1/threat/block-ip",
+        "/api/v1/threat/block-ip-permanent",
+    ] {
+        let r = post(path, r#"{"ip":"192.0.2.2"}"#);
+        r.expect(409);
+        let v = r.json();
+        assert_eq!(v["refusal"], "own_address", "{path}: {v}");
+        assert!(v["error"].as_str().unwrap().contains("force"), "{v}");
+    }
+    let r = post(
+        "/api/v1/firewall/deny-subnet",
+        r#"{"subnet":"192.0.2.2/31"}"#,
+    );
+    r.expect(409);
+    assert_eq!(r.json()["refusal"], "own_address");
+    // In bulk the own address is skipped, the others are blocked.
+    let r = post(
+        "/api/v1/threat/block-ip",
+        r#"{"ips":["192.0.2.2","203.0.113.5"]}"#,
+    );
+    r.expect(200);
+    let v = r.json();
+    assert_eq!(v["changed"], json!(["203.0.113.5"]), "{v}");
+    assert_eq!(v["skipped"], json!(["192.0.2.2"]), "{v}");
+    assert!(!net.set("block4").contains("192.0.2.2"));
+    assert!(net.connects("192.0.2.1"));
+
+    // Strict input (item 12): none of these acts.
+    for (path, body, says) in [
+        (
+            "/api/v1/threat/block-ip",
+            r#"{"ip":"203.0.113.7","ip":"192.0.2.2","force":true}"#,
+            "duplicate key",
+        ),
+        (
+            "/api/v1/firewall/allow-ip",
+            r#"{"ip":"203.0.113.9","for":"1h1h"}"#,
+            "at most once",
+        ),
+        (
+            "/api/v1/firewall/deny-subnet",
+            r#"{"subnet":"203.0.113.0/024"}"#,
+            "prefix length",
+        ),
+        (
+            "/api/v1/threat/block-ip",
+            r#"{"ip":"192.0.2.2","force":"yes"}"#,
+            "force must be",
+        ),
+    ] {
+        let r = post(path, body);
+        r.expect(400);
+        let e = r.json()["error"].as_str().unwrap().to_string();
+        assert!(e.contains(says), "{body}: {e}");
+    }
+    let sets = format!("{}{}", net.set("block4"), net.set("allow4"));
+    assert!(
+        !sets.contains("203.0.113.9") && !sets.contains("203.0.113.0/24"),
+        "{sets}"
+    );
+    assert!(!sets.contains("203.0.113.7"), "{sets}");
+
+    // With force the operator means it: blocked, and locked out.
+    let r = post(
+        "/api/v1/threat/block-ip",
+        r#"{"ip":"192.0.2.2","force":true}"#,
+    );
+    r.expect(200);
+    assert!(net.set("block4").contains("192.0.2.2"));
+    assert!(!net.connects("192.0.2.1"));
+    // From loopback the peer's address is not the caller's own: no force needed.
+    let r = post_local(&d, "/api/v1/firewall/unban", json!({"ip": "192.0.2.2"}));
+    r.expect(200);
+    post_local(&d, "/api/v1/threat/block-ip", json!({"ip": "192.0.2.2"})).expect(200);
+}
+
+fn post_local(d: &Daemon, path: &str, body: Value) -> Resp {
+    post(d, path, ADMIN, body)
+}
+
 #[test]
 fn a_two_second_block_expires_by_itself() {
     let Some(net) = require("expiry") else { return };

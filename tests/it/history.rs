@@ -283,7 +283,7 @@ fn scopes_and_methods() {
                 b"",
             );
             r.expect(405);
-            assert_eq!(r.header("allow"), Some("GET"));
+            assert_eq!(r.header("allow"), Some("GET, HEAD"));
         }
     }
     // Refused bounds are counted in /metrics.

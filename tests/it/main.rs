@@ -13,6 +13,7 @@ mod accesslog;
 mod apisec;
 mod auth;
 mod authlog;
+mod browser;
 mod challenge;
 mod crawler;
 mod data;

@@ -50,8 +50,10 @@ impl Firewall {
             protect: Some(ip), ..
         } = actor
         {
-            if !net.is_host() && net.contains_ip(*ip) {
-                return Some(Refusal::OwnAddress(*ip));
+            // The address itself too, not only a range around it: blocking it locks the
+            // operator out as surely (issue 23 item 11). `"force": true` drops `protect`.
+            if net.contains_ip(ip.to_canonical()) {
+                return Some(Refusal::OwnAddress(ip.to_canonical()));
             }
         }
         if !net.is_host() {
