@@ -34,6 +34,7 @@ use crate::lograte::LogLimiter;
 use crate::queue::{
     BoundedQueue, LagBasis, PopError, RefuseReason, Registry, RowConfig, RowHandle, Uncertain,
 };
+use crate::store::audit::Row as Record;
 use crate::store::{Store, StoreError};
 
 /// Name of the queue row.
@@ -60,18 +61,6 @@ pub struct Entry<'a> {
     pub remote_ip: &'a str,
 }
 
-/// A record as queued: owned, bounded text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Record {
-    at_us: i64,
-    actor: String,
-    via: String,
-    action: String,
-    target: String,
-    outcome: String,
-    remote_ip: String,
-}
-
 fn bounded(s: &str, max_chars: usize) -> String {
     match s.char_indices().nth(max_chars) {
         None => s.to_string(),
@@ -91,36 +80,6 @@ impl Record {
             remote_ip: bounded(e.remote_ip, 64),
         }
     }
-}
-
-/// Inserts `records` and trims the table to the newest `keep` rows (one transaction: the
-/// store writer's).
-fn insert_and_trim(
-    c: &rusqlite::Connection,
-    records: &[Record],
-    keep: u64,
-) -> rusqlite::Result<()> {
-    let mut st = c.prepare_cached(
-        "INSERT INTO audit(at, actor, via, action, target, outcome, remote_ip) VALUES (?1,?2,?3,?4,?5,?6,?7)",
-    )?;
-    for r in records {
-        st.execute(rusqlite::params![
-            r.at_us,
-            r.actor,
-            r.via,
-            r.action,
-            r.target,
-            r.outcome,
-            r.remote_ip
-        ])?;
-    }
-    let newest = c.last_insert_rowid();
-    let keep = i64::try_from(keep).unwrap_or(i64::MAX);
-    let below = newest.saturating_sub(keep);
-    if below > 0 {
-        c.execute("DELETE FROM audit WHERE id <= ?1", [below])?;
-    }
-    Ok(())
 }
 
 struct Shared {
@@ -257,7 +216,10 @@ fn writer_loop(s: &Shared) {
         }
         let n = records.len();
         let keep = s.keep;
-        match s.store.write(move |c| insert_and_trim(c, &records, keep)) {
+        match s
+            .store
+            .write(move |c| crate::store::audit::insert_and_trim(c, &records, keep))
+        {
             Ok(()) => running.into_iter().for_each(|g| g.finish()),
             Err(StoreError::Timeout) => {
                 // The batch may still commit: an unknown outcome, not a counted loss.

@@ -125,12 +125,7 @@ impl App {
         let w = &cfg.webui;
         // Read once at start; health reads never touch the store.
         let blocked: u64 = store
-            .read(|c| {
-                c.query_row("SELECT count(*) FROM blocked_ips", [], |r| {
-                    r.get::<_, i64>(0)
-                })
-            })
-            .map(|n| n.max(0) as u64)
+            .read(crate::store::firewall::blocked_count)
             .unwrap_or(0);
         let tokens = auth::Tokens::new(&cfg.effective_tokens(), &w.metrics_token);
         let limiter = auth::FailureLimiter::new(w.limits.auth_failures_per_minute, clock.clone());

@@ -143,7 +143,7 @@ impl Sessions {
 
     /// Ends every stored session (called at startup: a restart ends all sessions).
     pub fn end_all_stored(store: &Store) -> Result<usize, StoreError> {
-        store.write(|c| c.execute("DELETE FROM sessions", []))
+        store.write(crate::store::sessions::delete_all)
     }
 
     fn expires(&self, s: &Session) -> Timestamp {
@@ -184,11 +184,19 @@ impl Sessions {
         let expires = micros(self.expires(&s));
         let vv = v.clone();
         self.inner.store.write(move |c| {
-            c.execute(
-                "INSERT INTO sessions(id, verifier, name, created, last_seen, expires, remote_ip, user_agent) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
-                rusqlite::params![row.id, vv, row.name, micros(row.created), micros(row.last_seen), expires, row.remote_ip, row.user_agent],
+            crate::store::sessions::insert(
+                c,
+                &crate::store::sessions::Row {
+                    id: &row.id,
+                    verifier: &vv,
+                    name: &row.name,
+                    created: micros(row.created),
+                    last_seen: micros(row.last_seen),
+                    expires,
+                    remote_ip: &row.remote_ip,
+                    user_agent: &row.user_agent,
+                },
             )
-            .map(|_| ())
         })?;
         let auth = Authenticated {
             id: s.id.clone(),
@@ -213,10 +221,10 @@ impl Sessions {
     }
 
     fn forget_in_store(&self, id: String) {
-        let _ = self.inner.store.write_detached(move |c| {
-            c.execute("DELETE FROM sessions WHERE id = ?1", [id])
-                .map(|_| ())
-        });
+        let _ = self
+            .inner
+            .store
+            .write_detached(move |c| crate::store::sessions::delete(c, &id));
     }
 
     /// Looks up a cookie secret; refreshes last_seen. Expired sessions end here.
@@ -263,13 +271,10 @@ impl Sessions {
             s.last_persisted = now;
             let (id, seen) = (s.id.clone(), micros(now));
             let exp = micros(crate::clock::add(now, self.inner.idle).min(abs_end));
-            let _ = self.inner.store.write_detached(move |c| {
-                c.execute(
-                    "UPDATE sessions SET last_seen = ?2, expires = ?3 WHERE id = ?1",
-                    rusqlite::params![id, seen, exp],
-                )
-                .map(|_| ())
-            });
+            let _ = self
+                .inner
+                .store
+                .write_detached(move |c| crate::store::sessions::touch(c, &id, seen, exp));
         }
         Some(s)
     }
@@ -309,19 +314,16 @@ impl Sessions {
             return Ok(false);
         }
         let idc = id.to_string();
-        self.inner.store.write(move |c| {
-            c.execute("DELETE FROM sessions WHERE id = ?1", [idc])
-                .map(|_| ())
-        })?;
+        self.inner
+            .store
+            .write(move |c| crate::store::sessions::delete(c, &idc))?;
         self.inner.table.lock().remove_id(id);
         Ok(true)
     }
 
     /// Revokes every session, the caller's too.
     pub fn revoke_all(&self) -> Result<usize, StoreError> {
-        self.inner
-            .store
-            .write(|c| c.execute("DELETE FROM sessions", []))?;
+        self.inner.store.write(crate::store::sessions::delete_all)?;
         let mut t = self.inner.table.lock();
         let n = t.len();
         t.clear();

@@ -332,7 +332,7 @@ impl Challenge {
         settings: Settings,
     ) -> Arc<Challenge> {
         let mut state = State::default();
-        match store.read(|c| crate::store::threat::kv_get(c, STATE_KEY)) {
+        match store.read(|c| crate::store::kv::get(c, STATE_KEY)) {
             Ok(Some(text)) => match serde_json::from_str::<Durable>(&text) {
                 Ok(d) => {
                     state.pending = d.pending.into_iter().collect();
@@ -899,7 +899,7 @@ impl Challenge {
         };
         if let Err(e) = self
             .store
-            .write(move |c| crate::store::threat::kv_set(c, STATE_KEY, Some(&text)))
+            .write(move |c| crate::store::kv::put(c, STATE_KEY, Some(&text)))
         {
             self.counters.store_failures.fetch_add(1, Ordering::Relaxed);
             self.dirty.store(true, Ordering::SeqCst);

@@ -246,7 +246,7 @@ fn an_older_state_document_loads_and_its_allows_name_no_check() {
         now + 3_600_000_000
     );
     r.store
-        .write(move |c| crate::store::threat::kv_set(c, STATE_KEY, Some(&old)))
+        .write(move |c| crate::store::kv::put(c, STATE_KEY, Some(&old)))
         .unwrap();
     r.restart();
     assert_eq!(r.c.pending_addresses(), vec![ip("192.0.2.40")]);
@@ -264,7 +264,7 @@ fn an_older_state_document_loads_and_its_allows_name_no_check() {
     r.c.tick();
     let text = r
         .store
-        .read(|c| crate::store::threat::kv_get(c, STATE_KEY))
+        .read(|c| crate::store::kv::get(c, STATE_KEY))
         .unwrap()
         .unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -24,6 +24,9 @@ use crate::findings::{Engine, Finding, Ingest};
 use crate::queue::{BoundedQueue, LagBasis, PopError, QueueHealth, Registry, RowConfig, RowHandle};
 use crate::store::{Store, StoreError};
 
+/// `kv` key of the last hardening audit (a JSON document).
+const HARDENING_KEY: &str = "hardening";
+
 /// Waiting jobs at most.
 pub const JOB_CAPACITY: u64 = 8;
 
@@ -135,39 +138,17 @@ impl ScanJobs {
             .map_err(|e| format!("{e:?}"))?;
         let now = clock.now();
         let leftovers = store
-            .write(move |c| {
-                c.execute(
-                    "UPDATE scan_jobs SET state = 'error', reason = 'daemon_restarted', finished = ?1 WHERE state IN ('queued', 'running')",
-                    [micros(now)],
-                )
-            })
+            .write(move |c| crate::store::scan_jobs::fail_leftovers(c, micros(now)))
             .map_err(|e| format!("marking leftover scan jobs: {e}"))?;
         if leftovers > 0 {
             log::warn!("{leftovers} scan jobs left by the previous process marked error (daemon_restarted)");
             queue.health().record_losses(leftovers as u64);
         }
         let latest: Option<i64> = store
-            .read(|c| {
-                c.query_row(
-                    "SELECT max(finished) FROM scan_jobs WHERE state = 'done'",
-                    [],
-                    |r| r.get(0),
-                )
-            })
+            .read(crate::store::scan_jobs::latest_done)
             .map_err(|e| format!("reading scan jobs: {e}"))?;
         let hardening: Option<String> = store
-            .read(|c| {
-                c.query_row("SELECT value FROM kv WHERE key = 'hardening'", [], |r| {
-                    r.get(0)
-                })
-                .or_else(|e| {
-                    if matches!(e, rusqlite::Error::QueryReturnedNoRows) {
-                        Ok(None)
-                    } else {
-                        Err(e)
-                    }
-                })
-            })
+            .read(|c| crate::store::kv::get(c, HARDENING_KEY))
             .unwrap_or(None);
         Ok(Arc::new(ScanJobs {
             clock,
@@ -272,13 +253,7 @@ impl ScanJobs {
         let now = self.clock.now();
         let id = self
             .store
-            .write(move |c| {
-                c.execute(
-                    "INSERT INTO scan_jobs(kind, state, requested) VALUES (?1, 'queued', ?2)",
-                    rusqlite::params![kind.as_str(), micros(now)],
-                )?;
-                Ok(c.last_insert_rowid())
-            })
+            .write(move |c| crate::store::scan_jobs::insert_queued(c, kind.as_str(), micros(now)))
             .map_err(|e: StoreError| {
                 admission.record_loss();
                 format!("cannot record the scan job: {e}")
@@ -293,13 +268,9 @@ impl ScanJobs {
         admitted.finish();
         if let Err(refused) = pushed {
             drop(refused); // counted as one loss of scans.jobs
-            let _ = self.store.write_detached(move |c| {
-                c.execute(
-                    "UPDATE scan_jobs SET state = 'error', reason = 'queue_full' WHERE id = ?1",
-                    [id],
-                )
-                .map(|_| ())
-            });
+            let _ = self
+                .store
+                .write_detached(move |c| crate::store::scan_jobs::refuse_full(c, id));
             return Err("scan queue is full (8 jobs waiting); try again later".to_string());
         }
         match wait {
@@ -349,13 +320,9 @@ impl ScanJobs {
             };
             let (id, kind) = (guard.id, guard.kind);
             let started = self.clock.now();
-            let _ = self.store.write_detached(move |c| {
-                c.execute(
-                    "UPDATE scan_jobs SET state = 'running', started = ?2 WHERE id = ?1",
-                    rusqlite::params![id, micros(started)],
-                )
-                .map(|_| ())
-            });
+            let _ = self
+                .store
+                .write_detached(move |c| crate::store::scan_jobs::start(c, id, micros(started)));
             let mut all = Vec::new();
             for check in kind.checks() {
                 if self.stop.load(Ordering::SeqCst) {
@@ -398,12 +365,9 @@ impl ScanJobs {
             }
             let finished = self.clock.now();
             let n = all.len() as i64;
-            let committed = self.store.write(move |c| {
-                c.execute(
-                    "UPDATE scan_jobs SET state = 'done', finished = ?2, findings = ?3 WHERE id = ?1",
-                    rusqlite::params![id, micros(finished), n],
-                )
-            });
+            let committed = self
+                .store
+                .write(move |c| crate::store::scan_jobs::finish(c, id, micros(finished), n));
             if let Err(e) = committed {
                 log::warn!("scan job {id}: cannot record completion: {e}");
             }
@@ -428,10 +392,9 @@ impl ScanJobs {
         };
         let text = value.to_string();
         *self.hardening.lock() = Some(value);
-        let _ = self.store.write_detached(move |c| {
-            c.execute("INSERT INTO kv(key, value) VALUES ('hardening', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value", [text])
-                .map(|_| ())
-        });
+        let _ = self
+            .store
+            .write_detached(move |c| crate::store::kv::set(c, HARDENING_KEY, &text));
     }
 
     /// Stops the scheduler and the worker. A running check is abandoned between checks; one

@@ -384,14 +384,7 @@ impl Verifier {
         let now = secs(&self.clock);
         let loaded = self.store.read(|c| {
             let rows = rows::load(c, now)?;
-            let last: Option<i64> = c
-                .query_row(
-                    "SELECT value FROM kv WHERE key = ?1",
-                    [rows::LAST_CLEANUP_KEY],
-                    |r| r.get::<_, String>(0),
-                )
-                .ok()
-                .and_then(|v| v.parse().ok());
+            let last = rows::last_cleanup(c);
             Ok((rows, last))
         });
         let Ok((mut list, last)) = loaded else {

@@ -461,10 +461,7 @@ impl Incidents {
         if !bad.is_empty() {
             let r = p.store.write(move |c| {
                 for (kind, key) in &bad {
-                    c.execute(
-                        "DELETE FROM incident_snapshots WHERE kind = ?1 AND key = ?2",
-                        [kind, key],
-                    )?;
+                    crate::store::incidents::delete_snapshot(c, kind, key)?;
                 }
                 Ok(())
             });

@@ -67,27 +67,25 @@ pub fn put(c: &Connection, row: &Row, evict: Option<(&str, &str)>) -> rusqlite::
 /// ran), and records this attempt's time first so a failing cleanup is not retried before
 /// `every` has passed again. Returns the rows removed, `None` when not due.
 pub fn cleanup_if_due(c: &Connection, now: i64, every: i64) -> rusqlite::Result<Option<usize>> {
-    let last: Option<i64> = c
-        .query_row(
-            "SELECT value FROM kv WHERE key = ?1",
-            params![LAST_CLEANUP_KEY],
-            |r| r.get::<_, String>(0),
-        )
-        .ok()
-        .and_then(|v| v.parse().ok());
+    let last = last_cleanup(c);
     if last.is_some_and(|l| now >= l && now - l < every) {
         return Ok(None);
     }
-    c.execute(
-        "INSERT OR REPLACE INTO kv (key, value) VALUES (?1, ?2)",
-        params![LAST_CLEANUP_KEY, now.to_string()],
-    )?;
+    super::kv::set(c, LAST_CLEANUP_KEY, &now.to_string())?;
     let n = c.execute("DELETE FROM bot_verify WHERE expires <= ?1", params![now])?;
     Ok(Some(n))
 }
 
+/// When the last cleanup ran (Unix seconds), if it ever did and the mark reads.
+pub fn last_cleanup(c: &Connection) -> Option<i64> {
+    super::kv::get(c, LAST_CLEANUP_KEY)
+        .ok()
+        .flatten()
+        .and_then(|v| v.parse().ok())
+}
+
 /// Removes every record and the cleanup mark (`svc store reset-bot-verify`).
 pub fn clear(c: &Connection) -> rusqlite::Result<usize> {
-    c.execute("DELETE FROM kv WHERE key = ?1", params![LAST_CLEANUP_KEY])?;
+    super::kv::delete(c, LAST_CLEANUP_KEY)?;
     c.execute("DELETE FROM bot_verify", [])
 }

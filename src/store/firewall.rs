@@ -124,22 +124,22 @@ pub fn purge_expired(c: &Connection, now: i64) -> rusqlite::Result<(usize, usize
     Ok((n[0], n[1], n[2]))
 }
 
-/// A `kv` value.
-pub fn kv_get(c: &Connection, key: &str) -> rusqlite::Result<Option<String>> {
-    c.query_row("SELECT value FROM kv WHERE key = ?1", [key], |r| r.get(0))
-        .optional()
+/// The reason of the permanent block of `ip` (canonical text), if it has one.
+pub fn permanent_block_reason(c: &Connection, ip: &str) -> rusqlite::Result<Option<String>> {
+    c.query_row(
+        "SELECT reason FROM blocked_ips WHERE ip = ?1 AND expires IS NULL",
+        [ip],
+        |r| r.get(0),
+    )
+    .optional()
 }
 
-/// Sets a `kv` value (`None` deletes it).
-pub fn kv_set(c: &Connection, key: &str, value: Option<&str>) -> rusqlite::Result<()> {
-    match value {
-        Some(v) => c.execute(
-            "INSERT INTO kv(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            params![key, v],
-        )?,
-        None => c.execute("DELETE FROM kv WHERE key = ?1", [key])?,
-    };
-    Ok(())
+/// How many addresses `blocked_ips` holds.
+pub fn blocked_count(c: &Connection) -> rusqlite::Result<u64> {
+    c.query_row("SELECT count(*) FROM blocked_ips", [], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map(|n| n.max(0) as u64)
 }
 
 #[cfg(test)]
@@ -187,12 +187,17 @@ mod tests {
         assert_eq!(purge_expired(&c, 250).unwrap(), (1, 0, 0));
         delete(&c, Kind::Block, &["198.51.100.0/24".into()]).unwrap();
         assert!(load(&c, Kind::Block).unwrap().is_empty());
-        kv_set(&c, "firewall.overrides", Some("{}")).unwrap();
+        super::super::kv::put(&c, "firewall.overrides", Some("{}")).unwrap();
         assert_eq!(
-            kv_get(&c, "firewall.overrides").unwrap().as_deref(),
+            super::super::kv::get(&c, "firewall.overrides")
+                .unwrap()
+                .as_deref(),
             Some("{}")
         );
-        kv_set(&c, "firewall.overrides", None).unwrap();
-        assert_eq!(kv_get(&c, "firewall.overrides").unwrap(), None);
+        super::super::kv::put(&c, "firewall.overrides", None).unwrap();
+        assert_eq!(
+            super::super::kv::get(&c, "firewall.overrides").unwrap(),
+            None
+        );
     }
 }

@@ -37,6 +37,13 @@ pub enum SnapshotOp {
 
 /// Applies one batch of snapshot writes and the id counter (inside the caller's
 /// transaction).
+/// Removes the snapshot of incident `kind`/`key`.
+pub fn delete_snapshot(c: &Connection, kind: &str, key: &str) -> rusqlite::Result<()> {
+    c.prepare_cached("DELETE FROM incident_snapshots WHERE kind = ?1 AND key = ?2")?
+        .execute([kind, key])
+        .map(drop)
+}
+
 pub fn apply(c: &Connection, ops: &[SnapshotOp], next_id: u64) -> rusqlite::Result<()> {
     let mut up = c.prepare_cached(
         "INSERT INTO incident_snapshots(kind, key, id, severity, first_seen, last_seen, count, checks, accounts, contained)

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 
 /// A message accepted by the MTA (or first seen in a delivery line).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -549,19 +549,5 @@ pub fn save_audit(
     for m in remove {
         c.execute("DELETE FROM mail_password_audit WHERE mailbox = ?1", [m])?;
     }
-    Ok(())
-}
-
-/// A value of the `kv` table.
-pub fn kv_get(c: &Connection, key: &str) -> rusqlite::Result<Option<String>> {
-    c.query_row("SELECT value FROM kv WHERE key = ?1", [key], |r| r.get(0))
-        .optional()
-}
-
-pub fn kv_set(c: &Connection, key: &str, value: &str) -> rusqlite::Result<()> {
-    c.execute(
-        "INSERT INTO kv(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-        params![key, value],
-    )?;
     Ok(())
 }

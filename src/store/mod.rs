@@ -7,16 +7,20 @@
 //! - Health is read from atomics ([`Store::health`]); it never touches the database.
 
 pub mod abuse;
+pub mod audit;
 pub mod crawler;
 pub mod data;
 pub mod findings;
 pub mod firewall;
 pub mod history;
 pub mod incidents;
+pub mod kv;
 pub mod mail;
 pub mod mail_accounts;
 pub mod quarantine;
+pub mod scan_jobs;
 mod schema;
+pub mod sessions;
 pub mod spool;
 pub mod suppressions;
 pub mod threat;

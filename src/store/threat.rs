@@ -420,22 +420,12 @@ pub fn load_feed(c: &Connection, feed: &str) -> rusqlite::Result<Vec<String>> {
     rows.collect()
 }
 
-/// A `kv` value.
-pub fn kv_get(c: &Connection, key: &str) -> rusqlite::Result<Option<String>> {
-    super::firewall::kv_get(c, key)
-}
-
-/// Sets a `kv` value (`None` deletes it).
-pub fn kv_set(c: &Connection, key: &str, value: Option<&str>) -> rusqlite::Result<()> {
-    super::firewall::kv_set(c, key, value)
-}
-
 /// Daily quota reservation: when the stored day is `day` and `used < quota`, counts one
 /// more request and answers true; a new day starts at one. Answers false (and changes
 /// nothing) when the day's quota is used up. One statement sequence inside the writer's
 /// transaction, so concurrent reservations never exceed the quota.
 pub fn reserve_quota(c: &Connection, key: &str, day: i64, quota: u32) -> rusqlite::Result<bool> {
-    let cur = kv_get(c, key)?;
+    let cur = super::kv::get(c, key)?;
     let (d, used) = cur
         .as_deref()
         .and_then(|v| v.split_once(':'))
@@ -445,13 +435,13 @@ pub fn reserve_quota(c: &Connection, key: &str, day: i64, quota: u32) -> rusqlit
     if used >= u64::from(quota) {
         return Ok(false);
     }
-    kv_set(c, key, Some(&format!("{day}:{}", used + 1)))?;
+    super::kv::set(c, key, &format!("{day}:{}", used + 1))?;
     Ok(true)
 }
 
 /// (day, used) of a quota key.
 pub fn quota_used(c: &Connection, key: &str) -> rusqlite::Result<Option<(i64, u64)>> {
-    Ok(kv_get(c, key)?
+    Ok(super::kv::get(c, key)?
         .as_deref()
         .and_then(|v| v.split_once(':'))
         .and_then(|(d, u)| Some((d.parse().ok()?, u.parse().ok()?))))

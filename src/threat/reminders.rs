@@ -65,7 +65,7 @@ impl Reminders {
         let k = key.to_string();
         let v = self
             .store
-            .read(|c| crate::store::threat::kv_get(c, &k))
+            .read(|c| crate::store::kv::get(c, &k))
             .ok()
             .flatten()
             .and_then(|s| s.parse::<i64>().ok());
@@ -106,7 +106,7 @@ impl Reminders {
                 let v = now_us.to_string();
                 if let Err(e) = self
                     .store
-                    .write(move |c| crate::store::threat::kv_set(c, &key, Some(&v)))
+                    .write(move |c| crate::store::kv::put(c, &key, Some(&v)))
                 {
                     log::warn!("threat: cannot store the reminder time of {check}: {e}");
                 }

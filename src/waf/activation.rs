@@ -147,7 +147,7 @@ impl Activation {
         }
         let loaded = self
             .store
-            .read(|c| crate::store::firewall::kv_get(c, KEY))
+            .read(|c| crate::store::kv::get(c, KEY))
             .ok()
             .flatten();
         if loaded.as_deref() == Some(&hash) {
@@ -179,10 +179,7 @@ impl Activation {
             self.failures = 0;
             self.retry_at = None;
             let h = hash.clone();
-            if let Err(e) = self
-                .store
-                .write(move |c| crate::store::firewall::kv_set(c, KEY, Some(&h)))
-            {
+            if let Err(e) = self.store.write(move |c| crate::store::kv::set(c, KEY, &h)) {
                 log::warn!("waf: cannot record the reloaded rules: {e}");
             }
             log::info!("waf: the web server reloaded the changed rules");
@@ -220,7 +217,7 @@ impl Activation {
                 .chain_update(&overrides)
                 .finalize(),
         );
-        let _ = store.write(move |c| crate::store::firewall::kv_set(c, KEY, Some(&hash)));
+        let _ = store.write(move |c| crate::store::kv::set(c, KEY, &hash));
     }
 }
 

@@ -269,8 +269,8 @@ impl Firewall {
                         .map(|k| sfw::load(c, k))
                         .into_iter()
                         .collect::<rusqlite::Result<Vec<_>>>()?,
-                    sfw::kv_get(c, "firewall.overrides")?,
-                    sfw::kv_get(c, "firewall.rollback")?,
+                    crate::store::kv::get(c, "firewall.overrides")?,
+                    crate::store::kv::get(c, "firewall.rollback")?,
                 ))
             })
             .map_err(StartError::Store)?;
@@ -342,8 +342,8 @@ impl Firewall {
             );
             store
                 .write(move |c| {
-                    sfw::kv_set(c, "firewall.overrides", Some(&o))?;
-                    sfw::kv_set(c, "firewall.rollback", Some(&r))
+                    crate::store::kv::put(c, "firewall.overrides", Some(&o))?;
+                    crate::store::kv::put(c, "firewall.rollback", Some(&r))
                 })
                 .map_err(StartError::Store)?;
         }

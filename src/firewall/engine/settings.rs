@@ -9,7 +9,6 @@ use serde_json::{Map, Value};
 use super::{Firewall, FirewallError, Ops};
 use crate::firewall::rollback::{self, Pending, Rollback};
 use crate::firewall::script;
-use crate::store::firewall as sfw;
 
 impl Firewall {
     /// Applies a settings change with a rollback timer of `timeout_min` minutes (1-30).
@@ -144,8 +143,8 @@ impl Firewall {
         let o = Value::Object(overrides.clone()).to_string();
         let r = rb.to_json();
         self.store.write(move |c| {
-            sfw::kv_set(c, "firewall.overrides", Some(&o))?;
-            sfw::kv_set(c, "firewall.rollback", Some(&r))
+            crate::store::kv::put(c, "firewall.overrides", Some(&o))?;
+            crate::store::kv::put(c, "firewall.rollback", Some(&r))
         })?;
         Ok(())
     }

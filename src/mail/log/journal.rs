@@ -316,7 +316,7 @@ impl<H: LineHandler> JournalSource<H> {
 
     fn cursor(&self) -> Option<String> {
         self.store
-            .read(|c| crate::store::mail_accounts::kv_get(c, CURSOR_KEY))
+            .read(|c| crate::store::kv::get(c, CURSOR_KEY))
             .ok()
             .flatten()
     }
@@ -325,7 +325,7 @@ impl<H: LineHandler> JournalSource<H> {
         let c = cursor.to_string();
         if let Err(e) = self
             .store
-            .write(move |db| crate::store::mail_accounts::kv_set(db, CURSOR_KEY, &c))
+            .write(move |db| crate::store::kv::set(db, CURSOR_KEY, &c))
         {
             log::warn!("mail journal: cannot save the journal position: {e}");
             if let Some((row, _)) = &self.row {

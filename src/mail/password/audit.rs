@@ -206,7 +206,7 @@ impl Auditor {
     fn fingerprint_key(&self) -> Vec<u8> {
         let stored = self
             .store
-            .read(|c| db::kv_get(c, FP_KEY))
+            .read(|c| crate::store::kv::get(c, FP_KEY))
             .ok()
             .flatten()
             .and_then(|h| hex::decode(h).ok())
@@ -216,7 +216,10 @@ impl Auditor {
         }
         let key = crate::ids::random_hex(32);
         let k2 = key.clone();
-        if let Err(e) = self.store.write(move |c| db::kv_set(c, FP_KEY, &k2)) {
+        if let Err(e) = self
+            .store
+            .write(move |c| crate::store::kv::set(c, FP_KEY, &k2))
+        {
             ::log::warn!("password audit: cannot store its fingerprint key: {e}");
         }
         hex::decode(key).unwrap_or_default()

@@ -27,7 +27,8 @@ use super::Env;
 use crate::config::threat::{FeedConfig, ReputationConfig};
 use crate::firewall::net::Net;
 use crate::net::https::{Client, Roots};
-use crate::store::threat::{kv_get, kv_set, load_feed, replace_feed};
+use crate::store::kv;
+use crate::store::threat::{load_feed, replace_feed};
 use crate::threat::verdict::{Answer, Query, Source, Status};
 use crate::timefmt::rfc3339;
 
@@ -243,8 +244,8 @@ impl Feeds {
             let stored = self.env.store.read(|c| {
                 Ok((
                     load_feed(c, &name)?,
-                    kv_get(c, &rk)?.and_then(|v| v.parse::<i64>().ok()),
-                    kv_get(c, &sk)?.and_then(|v| v.parse::<i64>().ok()),
+                    kv::get(c, &rk)?.and_then(|v| v.parse::<i64>().ok()),
+                    kv::get(c, &sk)?.and_then(|v| v.parse::<i64>().ok()),
                 ))
             });
             let (entries, refreshed, since) = stored.unwrap_or((Vec::new(), None, None));
@@ -253,7 +254,7 @@ impl Feeds {
                 None => {
                     let v = now.to_string();
                     let k = sk.clone();
-                    let _ = self.env.store.write(move |c| kv_set(c, &k, Some(&v)));
+                    let _ = self.env.store.write(move |c| kv::set(c, &k, &v));
                     now
                 }
             };
@@ -334,7 +335,7 @@ impl Feeds {
                         (cfg.name.clone(), refreshed_key(&cfg.name), now.to_string());
                     let stored = self.env.store.write(move |c| {
                         replace_feed(c, &name, &strings)?;
-                        kv_set(c, &rk, Some(&v))
+                        kv::set(c, &rk, &v)
                     });
                     if let Err(e) = stored {
                         log::warn!("threat feed {}: cannot store the list: {e}", cfg.name);

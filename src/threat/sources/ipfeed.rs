@@ -24,9 +24,7 @@ use serde_json::Value;
 use super::{Env, MemCache};
 use crate::config::threat::IpFeedConfig;
 use crate::net::https::{Client, Roots};
-use crate::store::threat::{
-    cache_get, cache_put, kv_get, kv_set, quota_used, reserve_quota, CacheRow,
-};
+use crate::store::threat::{cache_get, cache_put, quota_used, reserve_quota, CacheRow};
 use crate::threat::verdict::{Answer, Query, Source, Status};
 use crate::timefmt::rfc3339;
 
@@ -95,7 +93,7 @@ impl IpFeed {
     pub fn new(cfg: &IpFeedConfig, roots: &Roots, timeout: Duration, env: &Env) -> IpFeed {
         let stored = env
             .store
-            .read(|c| kv_get(c, BACKOFF_KEY))
+            .read(|c| crate::store::kv::get(c, BACKOFF_KEY))
             .ok()
             .flatten()
             .and_then(|s| Backoff::decode(&s));
@@ -134,7 +132,7 @@ impl IpFeed {
         if let Err(e) = self
             .env
             .store
-            .write(move |c| kv_set(c, BACKOFF_KEY, v.as_deref()))
+            .write(move |c| crate::store::kv::put(c, BACKOFF_KEY, v.as_deref()))
         {
             log::warn!("ipfeed: cannot store the back-off: {e}");
         }

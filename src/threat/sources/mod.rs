@@ -198,15 +198,9 @@ impl Source for Blocklist {
             Err(_) => {
                 // The engine is absent: the store still holds the operator's list.
                 let key = ip.to_canonical().to_string();
-                let found = self.store.read(|c| {
-                    use rusqlite::OptionalExtension;
-                    c.query_row(
-                        "SELECT reason FROM blocked_ips WHERE ip = ?1 AND expires IS NULL",
-                        [&key],
-                        |r| r.get::<_, String>(0),
-                    )
-                    .optional()
-                });
+                let found = self
+                    .store
+                    .read(|c| crate::store::firewall::permanent_block_reason(c, &key));
                 match found {
                     Ok(Some(reason)) => Answer {
                         blocked: true,

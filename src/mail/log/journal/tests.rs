@@ -257,7 +257,7 @@ fn real_journalctl_follows_a_journal_directory_and_resumes_after_its_cursor() {
     // was written while it was stopped.
     let cursor = rig
         .store
-        .read(|c| crate::store::mail_accounts::kv_get(c, CURSOR_KEY))
+        .read(|c| crate::store::kv::get(c, CURSOR_KEY))
         .unwrap();
     assert!(cursor.is_some());
     rig.journal_file(
