@@ -111,8 +111,7 @@ fn parse_auth<'a>(h: &SyslogHeader<'a>, process: &'a str, text: &'a str) -> Opti
             (true, Some(s)) => args.get(..s).unwrap_or(args),
             _ => args,
         };
-        if let Some((user, ip)) =
-            rsplit_byte(args, b',').and_then(|(u, t)| Some((u, parse_ip(t)?)))
+        if let Some((user, ip)) = rsplit_byte(args, b',').and_then(|(u, t)| Some((u, parse_ip(t)?)))
         {
             readings += 1;
             reading = Some((user, reason, ip));

@@ -343,8 +343,16 @@ fn pam_user_text_never_names_the_address() {
             Some("x rhost=41.0.0.1y"),
         ),
         // Ordinary lines, pam_unix (two spaces) and pam_sss (one).
-        ("ruser= rhost=203.0.113.125  user=bob", v4("203.0.113.125"), Some("bob")),
-        ("ruser= rhost=203.0.113.126 user=bob", v4("203.0.113.126"), Some("bob")),
+        (
+            "ruser= rhost=203.0.113.125  user=bob",
+            v4("203.0.113.125"),
+            Some("bob"),
+        ),
+        (
+            "ruser= rhost=203.0.113.126 user=bob",
+            v4("203.0.113.126"),
+            Some("bob"),
+        ),
         ("ruser= rhost=203.0.113.127 ", v4("203.0.113.127"), None),
     ] {
         let line = format!("{pre} {tail}");
