@@ -19,6 +19,7 @@ mod data;
 mod engine;
 mod events;
 mod firewall;
+mod framing;
 mod front;
 mod history;
 mod incidents;
