@@ -141,6 +141,7 @@ fn parse_auth<'a>(h: &SyslogHeader<'a>, process: &'a str, text: &'a str) -> Opti
     let mut ev = AuthEvent::from_header(h, kind, AuthService::Dovecot, name);
     ev.user = non_empty(user);
     ev.ip = ip;
+    ev.ambiguous_address = readings > 1;
     ev.invalid_user = kind == AuthKind::InvalidUser;
     Some(ev)
 }

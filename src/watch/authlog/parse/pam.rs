@@ -92,6 +92,7 @@ fn failure<'a>(h: &SyslogHeader<'a>, service: &'a str, fields: &'a str) -> Optio
     } else if count > 1 {
         // Several splits and no single agreeing one: the user is as unknown as the address.
         ev.user = None;
+        ev.ambiguous_address = true;
     } else if let Some(i) = find(fields, " user=") {
         ev.user = non_empty(fields.get(i + 6..)?.trim());
     }

@@ -358,6 +358,7 @@ fn pam_user_text_never_names_the_address() {
         let line = format!("{pre} {tail}");
         let e = p(&line);
         assert_eq!((e.ip, e.user), (ip, user), "{line}");
+        assert_eq!(e.ambiguous_address, ip.is_none(), "{line}");
         assert_ne!(e.ip, v4("41.0.0.1"), "{line}");
     }
 }
