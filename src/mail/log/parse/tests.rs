@@ -420,6 +420,18 @@ fn exim_helo_never_names_the_client() {
     ] {
         assert_eq!(client(&line), v4(want), "{line}");
     }
+    // Captured from Debian's Exim 4.96 (`helo_accept_junk_hosts = *`, `+incoming_port
+    // +incoming_interface`): an IP-literal HELO, a junk HELO shaped like a host part, and a
+    // user name (set_id) shaped like the rest of the line.
+    let captured = [
+        ("2026-11-27 22:25:06 plain authenticator failed for ([40.0.0.1]) [127.0.0.1]:50566 I=[127.0.0.1]:53571: 535 Incorrect authentication data (set_id=a)", v4("127.0.0.1")),
+        ("2026-11-27 22:25:06 plain authenticator failed for (x) [40.0.0.8]:1 (y) [127.0.0.1]:50582 I=[127.0.0.1]:53571: 535 Incorrect authentication data (set_id=b)", None),
+        ("2026-11-27 22:25:06 plain authenticator failed for (h) [127.0.0.1]:50592 I=[127.0.0.1]:53571: 535 Incorrect authentication data (set_id=x) [40.0.0.9]:1: 535 Incorrect authentication data (set_id=y)", None),
+        ("2026-11-27 22:25:06 plain authenticator failed for (h) [127.0.0.1]:50600 I=[127.0.0.1]:53571: 535 Incorrect authentication data (set_id=c)", v4("127.0.0.1")),
+    ];
+    for (line, want) in captured {
+        assert_eq!(client(line), want, "{line}");
+    }
     // Junk HELOs (helo_accept_junk_hosts) shaped like a host part: nobody, never 40.0.0.x.
     for line in [
         format!("{t} plain authenticator failed for (x) [40.0.0.8]:1 (y) [203.0.113.108]:41231: 535 Incorrect authentication data"),
