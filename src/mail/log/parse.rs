@@ -13,7 +13,7 @@
 //!   subject) and before ` for ` (the recipients), and `H=`, `A=`, `U=` are taken only from
 //!   that prefix, after the sender; a sender address cannot contain a space. The client
 //!   address of every Exim line kind (`<=`, authenticator failures, relay refusals) is read
-//!   by one function, [`exim_host_ip`], which never takes a HELO's text (decision 275).
+//!   by one function, `exim_host_ip`, which never takes a HELO's text (decision 275).
 //!   Postfix fields
 //!   are taken from the `key=value, ` list the daemon writes, left to right;
 //! - addresses are the standard library's; IPv4-mapped IPv6 is reported as IPv4.

@@ -25,7 +25,8 @@
 //!   ([`super::classify::CRAWLER_WORDS`]), and once per address and user agent: a definitive
 //!   answer (verified, spoofed, no claim) is kept for [`BOT_FINAL_SECS`], a provisional one
 //!   (pending, unresolved, unverified) for [`BOT_PROVISIONAL_SECS`].
-//! - Lines that are not access-log lines are counted (`unparsed`) and otherwise ignored.
+//! - Lines that are not access-log lines, or do not fit the layout their file showed first
+//!   ([`super::Layout`]), are counted (`unparsed`) and otherwise ignored.
 //! - Requests no check counts (most traffic) touch no state.
 //!
 //! Memory: at most `http_max_tracked_addresses` addresses (CLOCK eviction; live state

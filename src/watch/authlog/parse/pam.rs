@@ -3,7 +3,7 @@
 //! Recognised texts:
 //! - `authentication failure; logname= uid=0 euid=0 tty=ssh ruser= rhost=IP  user=X`
 //!   (Failure; `rhost` may be a host name or absent, then `ip` is `None`; client text in
-//!   `ruser=`/`user=` never chooses the address, see [`failure`]);
+//!   `ruser=`/`user=` never chooses the address, see `failure`);
 //! - `session opened for user X[(uid=N)] by ...` (SessionOpened, no address).
 
 use super::text::{find, find_byte, rsplit_byte, split_once};
