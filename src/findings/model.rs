@@ -125,8 +125,10 @@ impl Finding {
         self
     }
 
+    /// The address the finding is about; an IPv4-mapped IPv6 address is stored as the IPv4
+    /// address the firewall blocks (every log parser does this too; this catches the rest).
     pub fn with_ip(mut self, ip: IpAddr) -> Self {
-        self.ip = Some(ip);
+        self.ip = Some(ip.to_canonical());
         self
     }
 
@@ -191,5 +193,13 @@ mod tests {
         assert_eq!(v["severity"], "HIGH");
         assert_eq!(v["first_seen"], "1970-01-01T00:00:00.000000Z");
         assert!(v.get("ip").is_none());
+    }
+
+    #[test]
+    fn an_ipv4_mapped_address_is_the_ipv4_address() {
+        let t = jiff::Timestamp::from_second(0).unwrap();
+        let f =
+            Finding::new("x", Severity::High, "m", t).with_ip("::ffff:43.0.0.1".parse().unwrap());
+        assert_eq!(f.ip, Some("43.0.0.1".parse().unwrap()));
     }
 }

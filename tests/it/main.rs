@@ -20,6 +20,7 @@ mod data;
 mod engine;
 mod events;
 mod firewall;
+mod framing;
 mod front;
 mod history;
 mod incidents;

@@ -11,7 +11,10 @@
 //! - fields written by the client (sender and recipient addresses, HELO names, subjects)
 //!   cannot forge a field the MTA writes: Exim's `<=` line is cut before ` T="` (the
 //!   subject) and before ` for ` (the recipients), and `H=`, `A=`, `U=` are taken only from
-//!   that prefix, after the sender; a sender address cannot contain a space. Postfix fields
+//!   that prefix, after the sender; a sender address cannot contain a space. The client
+//!   address of every Exim line kind (`<=`, authenticator failures, relay refusals) is read
+//!   by one function, `exim_host_ip`, which never takes a HELO's text (decision 275).
+//!   Postfix fields
 //!   are taken from the `key=value, ` list the daemon writes, left to right;
 //! - addresses are the standard library's; IPv4-mapped IPv6 is reported as IPv4.
 //!
@@ -300,17 +303,72 @@ fn field<'a>(s: &'a str, key: &str) -> Option<&'a str> {
     None
 }
 
-/// The address of an Exim `H=name (helo) [ip]:port` host part: the first ` [` after
-/// `H=`. The HELO name is in parentheses and cannot contain a space (Exim refuses such a
-/// HELO), so an IP literal given as HELO (`([192.0.2.1])`) is never taken for the address.
+/// The client address of an Exim host part. `s` starts where Exim writes the host (after
+/// `H=` or `authenticator failed for `, with or without `H=`) and runs to the end of the
+/// line. Exim writes `[name ][(helo) ][ip][:port]`, then server fields (` I=[ip]:port`,
+/// ` U=ident`, ` P=...`, `: 535 ...`), and only then more client text (sender, subject,
+/// `set_id=`). This one function reads the host for every line kind.
+///
+/// Rule (decision 275): tokens separated by single spaces, in this order only: an optional
+/// host name (no brackets or parentheses: a DNS name Exim verified), an optional HELO in
+/// parentheses, then the address token `[ip]`, `[ip]:port` (either may end in `:`). The
+/// HELO is the client's word and, with HELO checking on (Exim's default), holds no space,
+/// so the address is the token right after it and an IP-literal HELO (`([192.0.2.1])`) is
+/// never read. With `helo_accept_junk_hosts` a HELO may hold spaces, such as
+/// `x) [192.0.2.1]:1 (y`: the token after `(x)` would then be the HELO's text. Exim writes
+/// the real address after the HELO's closing `) `, so a later token `[ip]` that follows a
+/// token ending in `)` means the HELO was not what it seemed: no address (nobody is
+/// blamed) rather than a guess. Text after the host (a `set_id` or sender holding
+/// `) [ip]`) can make the line blame nobody, never someone else.
 fn exim_host_ip(s: &str) -> Option<IpAddr> {
-    let rest = match s.strip_prefix("H=") {
-        Some(r) => r,
-        None => s.get(s.find(" H=")? + 3..)?,
-    };
-    let open = rest.find(" [")? + 1;
-    let close = rest.get(open..)?.find(']')? + open;
-    ip(rest.get(open + 1..close)?)
+    let s = s.strip_prefix("H=").unwrap_or(s);
+    let mut tokens = s.split(' ');
+    // 0: nothing read, 1: a name read, 2: a HELO read.
+    let mut seen = 0;
+    for tok in tokens.by_ref().take(3) {
+        if let Some(addr) = exim_addr_token(tok) {
+            if seen == 2 && helo_was_junk(tokens) {
+                return None;
+            }
+            return Some(addr);
+        }
+        if seen < 2 && tok.len() >= 2 && tok.starts_with('(') && tok.ends_with(')') {
+            seen = 2;
+        } else if seen == 0 && !tok.is_empty() && !tok.contains(['(', ')', '[', ']']) {
+            seen = 1;
+        } else {
+            return None;
+        }
+    }
+    None
+}
+
+/// Whether the tokens after the address hold another `[ip]` token right after a token
+/// ending in `)`: the shape Exim writes after a HELO, so the first address read was inside
+/// a HELO holding spaces.
+fn helo_was_junk<'a>(tokens: impl Iterator<Item = &'a str>) -> bool {
+    let mut after_paren = false;
+    for tok in tokens {
+        if after_paren && exim_addr_token(tok).is_some() {
+            return true;
+        }
+        after_paren = tok.ends_with(')');
+    }
+    false
+}
+
+/// `[ip]`, `[ip]:port`, `[ip]:` or `[ip]:port:` as Exim writes a client address.
+fn exim_addr_token(tok: &str) -> Option<IpAddr> {
+    let inner = tok.strip_prefix('[')?;
+    let close = inner.find(']')?;
+    let tail = inner.get(close + 1..)?;
+    let tail = tail.strip_suffix(':').unwrap_or(tail);
+    if let Some(port) = tail.strip_prefix(':') {
+        num::<u16>(port)?;
+    } else if !tail.is_empty() {
+        return None;
+    }
+    ip(inner.get(..close)?)
 }
 
 fn ip(s: &str) -> Option<IpAddr> {
@@ -330,12 +388,8 @@ fn exim_event(rest: &str) -> Option<MailEvent<'_>> {
         return exim_message_line(first, tail);
     }
     if let Some(i) = rest.find(" authenticator failed for ") {
-        let after = rest.get(i..)?;
-        // `... for (helo) [ip]:port I=...: 535 ... (set_id=user)`
-        let client = after
-            .find('[')
-            .and_then(|o| Some((o, after.get(o..)?.find(']')? + o)))
-            .and_then(|(o, c)| ip(after.get(o + 1..c)?));
+        // `... for [H=][name ](helo) [ip]:port I=...: 535 ... (set_id=user)`
+        let client = rest.get(i + 26..).and_then(exim_host_ip);
         let user = rest
             .rfind("(set_id=")
             .and_then(|j| rest.get(j + 8..))
@@ -357,7 +411,7 @@ fn exim_event(rest: &str) -> Option<MailEvent<'_>> {
             .rfind(" F=<")
             .and_then(|f| head.get(f + 4..))
             .and_then(|v| v.strip_suffix('>'));
-        let client = exim_host_ip(head);
+        let client = exim_host_ip(rest);
         return Some(MailEvent::RelayDenied {
             client,
             sender,
@@ -404,7 +458,11 @@ fn exim_message_line<'a>(id: &'a str, tail: &'a str) -> Option<MailEvent<'a>> {
                 queue_id: id,
                 sender: Some(sender),
                 auth,
-                client: exim_host_ip(own),
+                client: own
+                    .find(" H=")
+                    .and_then(|h| fields.get(h + 1..))
+                    .or_else(|| fields.strip_prefix("H=").map(|_| fields))
+                    .and_then(exim_host_ip),
                 local_user: field(own, "U="),
                 recipients,
                 bounce_of: field(own, "R=").filter(|r| is_exim_id(r)),

@@ -59,6 +59,7 @@ pub fn parse(body: &[u8]) -> Option<HashMap<IpAddr, Counts>> {
             .get("ip")
             .and_then(Value::as_str)
             .and_then(|s| s.trim().parse::<IpAddr>().ok())
+            .map(|a| a.to_canonical())
         else {
             continue;
         };

@@ -17,7 +17,8 @@
 //!   committed, and removes the row, so a reload can start a new collector with the same
 //!   names that resumes where this one stopped.
 
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +34,7 @@ use crate::watch::tail::{file_source_row, Follower, LineHandler, Running};
 
 use super::detect::AccessDetector;
 use super::logs;
+use super::parse::Layout;
 use super::thresholds::{AccessThresholds, SharedThresholds};
 
 /// Name of the queue row.
@@ -60,6 +62,13 @@ struct Published {
 pub struct AccessHandler {
     detector: AccessDetector,
     published: Option<Published>,
+    /// Each followed file's layout, decided by its first line that shows one (at most
+    /// [`logs::MAX_FILES`] files over the collector's life).
+    layouts: Vec<Option<Layout>>,
+    /// The entry of `layouts` of each file.
+    index: HashMap<PathBuf, usize>,
+    /// The entry of `layouts` whose lines come now.
+    current: usize,
 }
 
 impl AccessHandler {
@@ -76,6 +85,9 @@ impl AccessHandler {
         AccessHandler {
             detector,
             published,
+            layouts: Vec::new(),
+            index: HashMap::new(),
+            current: usize::MAX,
         }
     }
 
@@ -84,13 +96,40 @@ impl AccessHandler {
     }
 }
 
+impl AccessHandler {
+    /// Parses and observes `line` in the layout of the current file (one stream of its own
+    /// when no file was named).
+    fn process(&mut self, line: &str, emit: &mut dyn FnMut(Finding)) {
+        match self.layouts.get_mut(self.current) {
+            Some(layout) => {
+                self.detector.process_line_in(line, layout, emit);
+            }
+            None => {
+                self.detector.process_line(line, emit);
+            }
+        }
+    }
+}
+
 impl LineHandler for AccessHandler {
     fn line(&mut self, line: &str, emit: &mut dyn FnMut(Finding)) {
-        self.detector.process_line(line, emit);
+        self.process(line, emit);
     }
 
     fn replay(&mut self, line: &str) {
-        self.detector.process_line(line, &mut |_| {});
+        self.process(line, &mut |_| {});
+    }
+
+    fn file(&mut self, path: &Path) {
+        self.current = match self.index.get(path) {
+            Some(&i) => i,
+            None => {
+                self.layouts.push(None);
+                let i = self.layouts.len() - 1;
+                self.index.insert(path.to_path_buf(), i);
+                i
+            }
+        };
     }
 
     fn maintain(&mut self) {

@@ -25,7 +25,8 @@
 //!   ([`super::classify::CRAWLER_WORDS`]), and once per address and user agent: a definitive
 //!   answer (verified, spoofed, no claim) is kept for [`BOT_FINAL_SECS`], a provisional one
 //!   (pending, unresolved, unverified) for [`BOT_PROVISIONAL_SECS`].
-//! - Lines that are not access-log lines are counted (`unparsed`) and otherwise ignored.
+//! - Lines that are not access-log lines, or do not fit the layout their file showed first
+//!   ([`super::Layout`]), are counted (`unparsed`) and otherwise ignored.
 //! - Requests no check counts (most traffic) touch no state.
 //!
 //! Memory: at most `http_max_tracked_addresses` addresses (CLOCK eviction; live state
@@ -43,7 +44,7 @@ use crate::text::{prefix_within, printable_prefix};
 use crate::watch::authlog::table::AddrTable;
 
 use super::classify::{Classifier, FxHasher, Request};
-use super::parse::{parse_line, AccessLine};
+use super::parse::{parse_line_as, AccessLine, Error as ParseError, Layout};
 use super::thresholds::{AccessThresholds, SharedThresholds};
 
 pub const CHECK_WP_LOGIN: &str = "wp_login_bruteforce";
@@ -167,6 +168,8 @@ pub struct AccessDetector {
     last_maintain: i64,
     shared: Arc<SharedThresholds>,
     shared_seen: u64,
+    /// The layout of the one stream [`Self::process_line`] reads.
+    layout: Option<Layout>,
 }
 
 impl AccessDetector {
@@ -187,6 +190,7 @@ impl AccessDetector {
             oracle,
             classifier: Classifier::default(),
             stats: AccessStats::default(),
+            layout: None,
         }
     }
 
@@ -216,10 +220,34 @@ impl AccessDetector {
         }
     }
 
-    /// Parses `line` and observes it; findings go to `emit`. Returns whether it parsed.
+    /// Parses `line` as a line of one stream (a single file: its layout is decided by its
+    /// first line that shows one, see [`Self::process_line_in`]) and observes it; findings
+    /// go to `emit`. Returns whether it parsed.
     pub fn process_line(&mut self, line: &str, emit: &mut dyn FnMut(Finding)) -> bool {
+        let mut layout = self.layout;
+        let parsed = self.process_line_in(line, &mut layout, emit);
+        self.layout = layout;
+        parsed
+    }
+
+    /// Parses `line` in the layout of the file it comes from (`layout`: `None` until the
+    /// file's first line that shows one decides it) and observes it; a line that does not
+    /// fit the file's layout is unparsed. Returns whether it parsed.
+    pub fn process_line_in(
+        &mut self,
+        line: &str,
+        layout: &mut Option<Layout>,
+        emit: &mut dyn FnMut(Finding),
+    ) -> bool {
         self.stats.lines += 1;
-        match parse_line(line) {
+        if layout.is_none() {
+            *layout = Layout::of_line(line);
+        }
+        let parsed = match *layout {
+            Some(l) => parse_line_as(line, l),
+            None => Err(ParseError::Client),
+        };
+        match parsed {
             Ok(l) => {
                 self.observe(&l, emit);
                 true

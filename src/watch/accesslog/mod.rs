@@ -3,8 +3,8 @@
 //! scanner profiles and crawler identities that are spoofed or unverified.
 //!
 //! Parts:
-//! - [`parse_line`]: access-log line -> [`AccessLine`] (`common`, `combined`, vhost-prefixed;
-//!   no regex, zero-copy, never panics);
+//! - [`parse_line_as`]: access-log line -> [`AccessLine`] in its file's [`Layout`] (`common`,
+//!   `combined`, vhost-prefixed, decided per file; no regex, zero-copy, never panics);
 //! - [`classify`](classify::classify): which checks a request counts towards;
 //! - [`AccessDetector`]: requests -> findings `wp_login_bruteforce`, `xmlrpc_abuse`,
 //!   `wp_user_enumeration`, `http_scanner_profile`, `http_ua_spoof`,
@@ -34,5 +34,5 @@ pub use detect::{
     CHECK_BOT_UNVERIFIED, CHECK_SCANNER, CHECK_UA_SPOOF, CHECK_USER_ENUM, CHECK_WP_LOGIN,
     CHECK_XMLRPC,
 };
-pub use parse::{parse_line, AccessLine, Error as ParseError};
+pub use parse::{parse_line, parse_line_as, AccessLine, Error as ParseError, Layout};
 pub use thresholds::{AccessThresholds, SharedThresholds, CONFIG_KEYS, RANGES};

@@ -6,7 +6,12 @@
 //! - `combined`: `common` + ` "referer" "user-agent"` (Apache, Nginx and LiteSpeed default;
 //!   cPanel, Plesk and DirectAdmin per-domain logs);
 //! - vhost-prefixed: `vhost[:port] ` before either (Apache `vhost_combined`,
-//!   `other_vhosts_access.log`).
+//!   `other_vhosts_access.log`, Nginx `$host $remote_addr ...`).
+//!
+//! The layout is decided per file ([`Layout`], decision 278), from the file's first line
+//! that shows one, and every later line is read in it: a line that does not fit is
+//! unparsed. A vhost or `Host` header field never names the client, even when it holds an
+//! address. IPv4-mapped IPv6 clients are reported as IPv4.
 //!
 //! Guarantees:
 //! - No regex, no allocation: every field borrows from the line.
@@ -84,18 +89,58 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// Parses one line (without its newline). See the module documentation.
+/// How a file lays out the fields before `ident user [time]`, decided once per file
+/// (decision 278): a line's own first field never decides whether it names the client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// `client ident user [time] ...` (`common`, `combined`).
+    Plain,
+    /// `vhost client ident user [time] ...`: the first field is a virtual host, a
+    /// `host:port`, or the client's `Host` header (`$host $remote_addr ...`), never the
+    /// client.
+    Vhost,
+}
+
+impl Layout {
+    /// The layout a file's line shows: `Vhost` when its second field is an address (in
+    /// `common`/`combined` the second field is the identd answer, `-`), `Plain` when only
+    /// the first is, `None` when neither (not an access-log line). A Host header (any
+    /// client text, an address included) can only be the first of two addresses, so it
+    /// never turns a vhost file into a plain one.
+    pub fn of_line(line: &str) -> Option<Layout> {
+        let b = line.as_bytes();
+        let (t1, i) = token(b, 0);
+        let (t2, _) = token(b, i);
+        if parse_ip(line, t2).is_some() && (1..=MAX_TOKEN).contains(&(t1.1 - t1.0)) {
+            Some(Layout::Vhost)
+        } else if parse_ip(line, t1).is_some() {
+            Some(Layout::Plain)
+        } else {
+            None
+        }
+    }
+}
+
+/// Parses one line on its own, its layout taken from the line ([`Layout::of_line`]). A
+/// follower of a file uses [`parse_line_as`] with the layout decided for the file.
 pub fn parse_line(line: &str) -> Result<AccessLine<'_>, Error> {
+    if line.is_empty() {
+        return Err(Error::Empty);
+    }
+    parse_line_as(line, Layout::of_line(line).ok_or(Error::Client)?)
+}
+
+/// Parses one line (without its newline) in `layout`. See the module documentation.
+pub fn parse_line_as(line: &str, layout: Layout) -> Result<AccessLine<'_>, Error> {
     let b = line.as_bytes();
     if b.is_empty() {
         return Err(Error::Empty);
     }
-    // Client, or vhost then client.
     let (t1, mut i) = token(b, 0);
     let mut vhost = None;
-    let client = match parse_ip(line, t1) {
-        Some(ip) => ip,
-        None => {
+    let client = match layout {
+        Layout::Plain => parse_ip(line, t1).ok_or(Error::Client)?,
+        Layout::Vhost => {
             if t1.1 - t1.0 == 0 || t1.1 - t1.0 > MAX_TOKEN {
                 return Err(Error::Client);
             }
@@ -181,7 +226,12 @@ fn parse_ip(line: &str, (s, e): (usize, usize)) -> Option<IpAddr> {
     if !(c.is_ascii_hexdigit() || c == b':') {
         return None;
     }
-    t.parse().ok()
+    // An IPv4-mapped IPv6 client (`::ffff:192.0.2.1`, a dual-stack listener) is the IPv4
+    // address the firewall blocks.
+    Some(match t.parse().ok()? {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    })
 }
 
 /// The quoted field whose opening `"` is at `open`: its content as (start, end) and the
@@ -259,6 +309,34 @@ mod tests {
         let line = format!("192.0.2.1:80 {NGINX}");
         let v = parse_line(&line).unwrap();
         assert_eq!(v.vhost, Some("192.0.2.1:80"));
+    }
+
+    /// Issue 23 items 7 and 13: a `Host` header or vhost field never names the client,
+    /// even when it is an address without a port; a file keeps the layout its first line
+    /// showed; IPv4-mapped clients are IPv4.
+    #[test]
+    fn a_host_field_never_names_the_client() {
+        let line = format!("41.0.0.2 {NGINX}");
+        assert_eq!(Layout::of_line(&line), Some(Layout::Vhost));
+        let l = parse_line(&line).unwrap();
+        assert_eq!(
+            (l.vhost, l.client.to_string()),
+            (Some("41.0.0.2"), "192.0.2.10".into())
+        );
+        let l = parse_line_as(&line, Layout::Vhost).unwrap();
+        assert_eq!(l.client.to_string(), "192.0.2.10");
+        assert_eq!(Layout::of_line(NGINX), Some(Layout::Plain));
+        assert_eq!(Layout::of_line("example.com - - [x]"), None);
+        // Lines that do not fit the file's layout are errors, not another layout.
+        assert_eq!(
+            parse_line_as(&format!("example.com {NGINX}"), Layout::Plain),
+            Err(Error::Client)
+        );
+        assert_eq!(parse_line_as(NGINX, Layout::Vhost), Err(Error::Client));
+        let mapped = NGINX.replacen("192.0.2.10", "::ffff:43.0.0.1", 1);
+        assert_eq!(parse_line(&mapped).unwrap().client.to_string(), "43.0.0.1");
+        let mapped = format!("example.com:443 {mapped}");
+        assert_eq!(parse_line(&mapped).unwrap().client.to_string(), "43.0.0.1");
     }
 
     #[test]

@@ -66,6 +66,9 @@ pub struct AuthDetectorStats {
     pub failures_counted: u64,
     /// Failures without a usable address.
     pub unattributed_failures: u64,
+    /// Of those, lines whose address was ambiguous (client text imitating the daemon's
+    /// layout, decisions 276-277): blamed on nobody; the first is logged.
+    pub ambiguous_addresses: u64,
     /// Findings emitted.
     pub findings: u64,
     /// Addresses with failure state now (size).
@@ -307,6 +310,16 @@ impl AuthDetector {
         };
         let Some(ip) = ev.ip else {
             self.stats.unattributed_failures += 1;
+            if ev.ambiguous_address {
+                self.stats.ambiguous_addresses += 1;
+                if self.stats.ambiguous_addresses == 1 {
+                    log::warn!(
+                        "auth log: a {} failure line names more than one address in client-written fields; \
+                         blamed on nobody (counted, logged once)",
+                        ev.service
+                    );
+                }
+            }
             return;
         };
         let now = self.clock.monotonic_nanos();

@@ -91,6 +91,10 @@ pub trait LineHandler {
     fn replay(&mut self, line: &str);
     /// Called after every round (periodic expiry of state).
     fn maintain(&mut self) {}
+    /// The lines handed next (to [`Self::line`] or [`Self::replay`]) come from the file
+    /// followed at `path`, until the next call. For handlers whose reading of a line
+    /// depends on its file (the access log's layout).
+    fn file(&mut self, _path: &Path) {}
 }
 
 /// Checkpoint keys of one followed file.
@@ -429,6 +433,7 @@ impl<H: LineHandler> Follower<H> {
             }
         }
         let handler = &mut self.handler;
+        handler.file(f.source.path());
         let pending = &mut self.pending;
         let polled = f.source.poll_with(&mut |line| {
             handler.line(line, &mut |finding| pending.push(finding));
@@ -657,6 +662,7 @@ fn replay_range<H: LineHandler>(path: &Path, cp: &Checkpoint, from: u64, handler
     if from >= to {
         return 0;
     }
+    handler.file(path);
     let mut from = from;
     let mut skip_first = false;
     if to - from > MAX_REPLAY_BYTES {

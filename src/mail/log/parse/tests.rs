@@ -396,3 +396,50 @@ fn postfix_captured_from_the_debian_package() {
         .count();
     assert_eq!(completed, 3);
 }
+
+/// Issue 23 item 1: an IP-literal HELO never names the client, for every line kind, with
+/// or without `H=`, port and interface; a HELO holding spaces (Exim's HELO check off)
+/// cannot shift the address onto its own text: the line then blames nobody.
+#[test]
+fn exim_helo_never_names_the_client() {
+    let client = |l: &str| match parse_line(l).map(|p| p.event) {
+        Some(MailEvent::AuthFailed { client, .. })
+        | Some(MailEvent::RelayDenied { client, .. })
+        | Some(MailEvent::Received { client, .. }) => client,
+        other => panic!("{l}: {other:?}"),
+    };
+    let t = "2026-11-23 17:48:36";
+    for (line, want) in [
+        (format!("{t} dovecot_plain authenticator failed for ([40.0.0.1]) [203.0.113.101]:41231: 535 Incorrect authentication data (set_id=a)"), "203.0.113.101"),
+        (format!("{t} plain authenticator failed for H=([40.0.0.2]) [203.0.113.102]:41231 I=[192.0.2.25]:25: 535 Incorrect authentication data (set_id=a)"), "203.0.113.102"),
+        (format!("{t} plain authenticator failed for mx.example.net ([40.0.0.3]) [203.0.113.103]: 535 Incorrect authentication data"), "203.0.113.103"),
+        (format!("{t} plain authenticator failed for [203.0.113.104]:1 I=[192.0.2.25]:25: 535 Incorrect authentication data (set_id=x [40.0.0.4]:1)"), "203.0.113.104"),
+        (format!("{t} plain authenticator failed for (h) [2001:db8::5]:1: 535 Incorrect authentication data"), "2001:db8::5"),
+        (format!("{t} H=([40.0.0.6]) [203.0.113.106]:5 I=[192.0.2.25]:25 F=<a@example.org> rejected RCPT <b@example.net>: relay not permitted"), "203.0.113.106"),
+        (format!("{t} 1xVY9l-00078M-1i <= a@example.org H=mx.example.net ([40.0.0.7]) [203.0.113.107]:5 P=esmtp S=1"), "203.0.113.107"),
+    ] {
+        assert_eq!(client(&line), v4(want), "{line}");
+    }
+    // Captured from Debian's Exim 4.96 (`helo_accept_junk_hosts = *`, `+incoming_port
+    // +incoming_interface`): an IP-literal HELO, a junk HELO shaped like a host part, and a
+    // user name (set_id) shaped like the rest of the line.
+    let captured = [
+        ("2026-11-27 22:25:06 plain authenticator failed for ([40.0.0.1]) [127.0.0.1]:50566 I=[127.0.0.1]:53571: 535 Incorrect authentication data (set_id=a)", v4("127.0.0.1")),
+        ("2026-11-27 22:25:06 plain authenticator failed for (x) [40.0.0.8]:1 (y) [127.0.0.1]:50582 I=[127.0.0.1]:53571: 535 Incorrect authentication data (set_id=b)", None),
+        ("2026-11-27 22:25:06 plain authenticator failed for (h) [127.0.0.1]:50592 I=[127.0.0.1]:53571: 535 Incorrect authentication data (set_id=x) [40.0.0.9]:1: 535 Incorrect authentication data (set_id=y)", None),
+        ("2026-11-27 22:25:06 plain authenticator failed for (h) [127.0.0.1]:50600 I=[127.0.0.1]:53571: 535 Incorrect authentication data (set_id=c)", v4("127.0.0.1")),
+    ];
+    for (line, want) in captured {
+        assert_eq!(client(line), want, "{line}");
+    }
+    // Junk HELOs (helo_accept_junk_hosts) shaped like a host part: nobody, never 40.0.0.x.
+    for line in [
+        format!("{t} plain authenticator failed for (x) [40.0.0.8]:1 (y) [203.0.113.108]:41231: 535 Incorrect authentication data"),
+        format!("{t} plain authenticator failed for (x) [40.0.0.9]:1: 535 Incorrect authentication data (set_id=y) [203.0.113.109]:41231: 535 Incorrect authentication data"),
+        format!("{t} plain authenticator failed for (x) [40.0.0.10) [203.0.113.110]:41231: 535 Incorrect authentication data"),
+        format!("{t} H=(x) [40.0.0.11] F=<y) [203.0.113.111]:5 F=<a@example.org> rejected RCPT <b@example.net>: relay not permitted"),
+        format!("{t} 1xVY9l-00078M-1i <= a@example.org H=(x) [40.0.0.12] for y) [203.0.113.112]:5 P=esmtp S=1"),
+    ] {
+        assert_eq!(client(&line), None, "{line}");
+    }
+}

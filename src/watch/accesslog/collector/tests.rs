@@ -226,3 +226,44 @@ fn a_rescan_follows_a_new_domain_log_from_its_start() {
     );
     assert_eq!(refused.load(Ordering::Relaxed), 0);
 }
+
+/// Issue 23 item 7: each file keeps the layout its first line showed. In a `$host
+/// $remote_addr` file a Host header holding an address is not the client; in a plain file
+/// a line shaped like a vhost line does not fit and is unparsed.
+#[test]
+fn each_file_keeps_its_layout_and_a_host_field_never_names_the_client() {
+    let rig = Rig::new("acc-layout");
+    let v = rig.dir.path().join("hosts.log");
+    let p = rig.dir.path().join("plain.log");
+    append(&v, "");
+    append(&p, "");
+    let (mut f, comp) = rig.follower(&[v.clone(), p.clone()]);
+    f.round();
+    append(
+        &v,
+        &format!("example.com {}", post("203.0.113.111", "/wp-login.php")),
+    );
+    append(
+        &v,
+        &format!("41.0.0.2 {}", post("203.0.113.111", "/wp-login.php")).repeat(9),
+    );
+    append(&p, &post("198.51.100.30", "/xmlrpc.php").repeat(10));
+    append(
+        &p,
+        &format!("example.org {}", post("198.51.100.31", "/xmlrpc.php")).repeat(10),
+    );
+    f.round();
+    let mut got = rig.findings();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("wp_login_bruteforce".into(), "203.0.113.111".into()),
+            ("xmlrpc_abuse".into(), "198.51.100.30".into()),
+        ]
+    );
+    assert_eq!(
+        comp.counter("unparsed_lines_total").load(Ordering::Relaxed),
+        10
+    );
+}

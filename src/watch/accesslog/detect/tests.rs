@@ -1,3 +1,4 @@
+use super::super::parse::parse_line;
 use super::*;
 use crate::clock::ManualClock;
 use parking_lot::Mutex;

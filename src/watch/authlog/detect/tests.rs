@@ -147,6 +147,23 @@ fn failures_without_address_are_only_counted() {
     }
     assert!(r.out.is_empty());
     assert_eq!(r.det.stats().unattributed_failures, 10);
+    assert_eq!(r.det.stats().ambiguous_addresses, 0);
+    // A user name imitating the layout twice over: counted as ambiguous, nobody blamed.
+    for _ in 0..10 {
+        r.line("Nov 21 20:14:01 h sshd[5]: pam_unix(sshd:auth): authentication failure; logname= uid=0 euid=0 tty=ssh ruser= rhost=203.0.113.9  user=x rhost=198.51.100.9");
+    }
+    assert!(r.out.is_empty());
+    assert_eq!(
+        r.det.stats().ambiguous_addresses,
+        0,
+        "sshd's PAM lines are skipped"
+    );
+    for _ in 0..10 {
+        r.line("Nov 21 20:14:01 h vsftpd[5]: pam_unix(vsftpd:auth): authentication failure; logname= uid=0 euid=0 tty=ftp ruser= rhost=203.0.113.9  user=x rhost=198.51.100.9");
+    }
+    assert!(r.out.is_empty());
+    assert_eq!(r.det.stats().unattributed_failures, 20);
+    assert_eq!(r.det.stats().ambiguous_addresses, 10);
 }
 
 #[test]
@@ -284,6 +301,7 @@ fn random_events_never_panic_and_stay_bounded() {
             service: services[(rng(&mut s) % 3) as usize],
             user: Some(users[(rng(&mut s) % 4) as usize]).filter(|_| !one_in(&mut s, 5)),
             ip: Some(ip).filter(|_| !one_in(&mut s, 9)),
+            ambiguous_address: false,
             port: Some((rng(&mut s) % 4) as u16).filter(|_| !one_in(&mut s, 3)),
             invalid_user: one_in(&mut s, 2),
             attempts: (rng(&mut s) % 2000) as u32,

@@ -10,10 +10,13 @@
 //! - `DRIVER(USER,IP[,<SESSION>]): Password mismatch` / `... failed ...` (Failure);
 //! - `DRIVER(USER,IP[,<SESSION>]): unknown user` (InvalidUser).
 //!
-//! The address is taken from the right (`rfind(", rip=")`, last `,` before `): `), after the
-//! user-supplied name.
+//! The login address is taken from the right (`rfind(", rip=")`), after the user-supplied
+//! name. An auth process's address is the `,IP` before `): ` only when a single such
+//! reading exists (a user name or a logged password may hold `,IP): `; decision 277).
 
 use super::text::{contains, find, find_byte, rfind, rsplit_byte, split_once};
+use std::net::IpAddr;
+
 use super::{non_empty, parse_ip, AuthEvent, AuthKind, AuthService, SyslogHeader};
 
 /// Cap on the attempts one line may stand for.
@@ -89,9 +92,32 @@ fn parse_auth<'a>(h: &SyslogHeader<'a>, process: &'a str, text: &'a str) -> Opti
     if driver.is_empty() || driver.len() > 32 || find_byte(driver, b' ').is_some() {
         return None;
     }
-    let close = rfind(text, "): ")?;
-    let args = text.get(open + 1..close)?;
-    let reason = text.get(close + 3..)?;
+    // The user name (before the address) and, with `auth_verbose_passwords`, the given
+    // password (in the reason, after it) are client text that may hold `,IP): `. Every
+    // `): ` whose arguments end in `,IP[,<session>]` is a reading; a client can add one on
+    // either side of the real one, so only a single reading names an address (decision
+    // 277): several blame nobody.
+    let mut reading: Option<(&str, &str, IpAddr)> = None;
+    let mut readings = 0usize;
+    let mut from = open + 1;
+    while let Some(i) = text.get(from..).and_then(|t| find(t, "): ")) {
+        let close = from + i;
+        from = close + 3;
+        let Some((args, reason)) = text.get(open + 1..close).zip(text.get(close + 3..)) else {
+            continue;
+        };
+        // Drop a trailing ",<session>" the daemon appends.
+        let args = match (args.ends_with('>'), rfind(args, ",<")) {
+            (true, Some(s)) => args.get(..s).unwrap_or(args),
+            _ => args,
+        };
+        if let Some((user, ip)) = rsplit_byte(args, b',').and_then(|(u, t)| Some((u, parse_ip(t)?)))
+        {
+            readings += 1;
+            reading = Some((user, reason, ip));
+        }
+    }
+    let (user, reason, ip) = reading?;
     let kind = if contains(reason, "unknown user") {
         AuthKind::InvalidUser
     } else if contains(reason, "ismatch")
@@ -102,13 +128,11 @@ fn parse_auth<'a>(h: &SyslogHeader<'a>, process: &'a str, text: &'a str) -> Opti
     } else {
         return None;
     };
-    // Drop a trailing ",<session>" the daemon appends.
-    let args = match (args.ends_with('>'), rfind(args, ",<")) {
-        (true, Some(s)) => args.get(..s)?,
-        _ => args,
+    let (user, ip) = if readings == 1 {
+        (user, Some(ip))
+    } else {
+        ("", None)
     };
-    let (user, ip_text) = rsplit_byte(args, b',')?;
-    let ip = parse_ip(ip_text)?;
     // `auth-worker(4321)` -> `auth-worker`: the pid is not part of the service name.
     let name = match find_byte(process, b'(') {
         Some(i) => process.get(..i)?,
@@ -116,7 +140,8 @@ fn parse_auth<'a>(h: &SyslogHeader<'a>, process: &'a str, text: &'a str) -> Opti
     };
     let mut ev = AuthEvent::from_header(h, kind, AuthService::Dovecot, name);
     ev.user = non_empty(user);
-    ev.ip = Some(ip);
+    ev.ip = ip;
+    ev.ambiguous_address = readings > 1;
     ev.invalid_user = kind == AuthKind::InvalidUser;
     Some(ev)
 }

@@ -96,6 +96,9 @@ pub struct AuthEvent<'a> {
     pub user: Option<&'a str>,
     /// Remote address. `None` when the line has none or it is a host name (PAM `rhost=`).
     pub ip: Option<IpAddr>,
+    /// The line could be read with more than one address because client text (a user
+    /// name) imitates the daemon's layout; `ip` is then `None`: nobody is blamed.
+    pub ambiguous_address: bool,
     /// Remote port when logged (sshd).
     pub port: Option<u16>,
     /// sshd/Dovecot said the user does not exist (`... for invalid user X ...`).
@@ -249,6 +252,7 @@ impl<'a> AuthEvent<'a> {
             service,
             user: None,
             ip: None,
+            ambiguous_address: false,
             port: None,
             invalid_user: false,
             attempts: 1,

@@ -306,3 +306,85 @@ fn garbage_and_mutated_lines_never_panic() {
         "mutations should still parse often: {parsed}"
     );
 }
+
+/// Issue 23 item 2: client text in `ruser=`/`user=` never chooses the PAM address. vsftpd
+/// writes the FTP `USER` text in both; a second fitting ` rhost=` split blames nobody
+/// unless exactly one split has ruser == user.
+#[test]
+fn pam_user_text_never_names_the_address() {
+    let pre = "Nov 21 20:14:01 h vsftpd[5]: pam_unix(vsftpd:auth): authentication failure; logname= uid=0 euid=0 tty=ftp";
+    for (tail, ip, user) in [
+        // vsftpd: the injected name in both fields; the real split is the one where they agree.
+        (
+            "ruser=x rhost=41.0.0.1 rhost=203.0.113.120  user=x rhost=41.0.0.1",
+            v4("203.0.113.120"),
+            Some("x rhost=41.0.0.1"),
+        ),
+        (
+            "ruser=x rhost=41.0.0.1  user=x rhost=203.0.113.121  user=x rhost=41.0.0.1  user=x",
+            v4("203.0.113.121"),
+            Some("x rhost=41.0.0.1  user=x"),
+        ),
+        // Only in user= (sshd leaves ruser empty): two fitting splits, none agreeing.
+        (
+            "ruser= rhost=203.0.113.122  user=x rhost=41.0.0.1",
+            None,
+            None,
+        ),
+        (
+            "ruser= rhost=203.0.113.123  user=x rhost=41.0.0.1  user=y",
+            None,
+            None,
+        ),
+        // A name that does not fit the layout after the host is no split at all.
+        (
+            "ruser=x rhost=41.0.0.1y rhost=203.0.113.124  user=x rhost=41.0.0.1y",
+            v4("203.0.113.124"),
+            Some("x rhost=41.0.0.1y"),
+        ),
+        // Ordinary lines, pam_unix (two spaces) and pam_sss (one).
+        (
+            "ruser= rhost=203.0.113.125  user=bob",
+            v4("203.0.113.125"),
+            Some("bob"),
+        ),
+        (
+            "ruser= rhost=203.0.113.126 user=bob",
+            v4("203.0.113.126"),
+            Some("bob"),
+        ),
+        ("ruser= rhost=203.0.113.127 ", v4("203.0.113.127"), None),
+    ] {
+        let line = format!("{pre} {tail}");
+        let e = p(&line);
+        assert_eq!((e.ip, e.user), (ip, user), "{line}");
+        assert_eq!(e.ambiguous_address, ip.is_none(), "{line}");
+        assert_ne!(e.ip, v4("41.0.0.1"), "{line}");
+    }
+}
+
+/// The same class of injection in sshd and Dovecot: user names (and Dovecot's logged
+/// passwords) holding the text the daemon writes around the address.
+#[test]
+fn sshd_and_dovecot_user_text_never_names_the_address() {
+    for line in [
+        "Nov 21 20:14:01 h sshd[1]: Failed password for x from 41.0.0.1 port 1 ssh2 from 203.0.113.130 port 2 ssh2",
+        "Nov 21 20:14:01 h sshd[1]: Failed password for invalid user x from 41.0.0.1 port 1 from 203.0.113.130 port 2 ssh2",
+        "Nov 21 20:14:01 h sshd[1]: Invalid user x from 41.0.0.1 port 1 from 203.0.113.130 port 2",
+        "Nov 21 20:14:01 h sshd[1]: User x from 41.0.0.1 not allowed because y from 203.0.113.130 not allowed because not listed in AllowUsers",
+        "Nov 21 20:14:01 h sshd[1]: Connection closed by invalid user x 41.0.0.1 port 1 203.0.113.130 port 2 [preauth]",
+        "Nov 21 20:14:01 h sshd[1]: error: maximum authentication attempts exceeded for x from 41.0.0.1 port 1 from 203.0.113.130 port 2 ssh2 [preauth]",
+        "Nov 21 20:14:01 mail dovecot: imap-login: Disconnected (auth failed, 1 attempts in 2 secs): user=<x, rip=41.0.0.1, lip=1>, method=PLAIN, rip=203.0.113.130, lip=192.0.2.1, session=<abc>",
+    ] {
+        assert_eq!(p(line).ip, v4("203.0.113.130"), "{line}");
+    }
+    // A Dovecot auth user name holding `,IP): ` makes two readings: nobody is blamed.
+    let e = p("Nov 21 20:14:01 mail dovecot: auth: passwd-file(x,41.0.0.1): unknown user,203.0.113.130,<Y0abc>): unknown user");
+    assert_eq!((e.kind, e.ip), (AuthKind::InvalidUser, None));
+    // auth_verbose_passwords logs the given password after the address: a password
+    // holding `,IP): ` makes a second reading, so nobody is blamed (it was the last one).
+    let e = p("Nov 21 20:14:01 mail dovecot: auth: passwd-file(bob,203.0.113.131,<Y0abc>): Password mismatch (given password: x,41.0.0.1): Password mismatch)");
+    assert_eq!((e.kind, e.ip), (AuthKind::Failure, None));
+    let e = p("Nov 21 20:14:01 mail dovecot: auth: passwd-file(bob,203.0.113.131,<Y0abc>): Password mismatch (given password: x): y)");
+    assert_eq!((e.ip, e.user), (v4("203.0.113.131"), Some("bob")));
+}
