@@ -1,7 +1,7 @@
-//! Firewall routes (admin scope; writes audited and CSRF-checked by the router) and the
-//! control-socket commands `firewall.*`. Both go through `crate::firewall::control`, which
-//! parses the request, calls the engine and shapes the answer; these functions only carry
-//! the request in and the answer out.
+//! Firewall routes (admin scope; writes audited and CSRF-checked by the router). They go
+//! through `crate::firewall::control`, which parses the request, calls the engine and shapes
+//! the answer (the control socket's `firewall.*` commands use it too, from the daemon's
+//! command table); these functions only carry the request in and the answer out.
 //!
 //! | Route | Command |
 //! |---|---|
@@ -18,13 +18,12 @@
 //! | `POST /api/v1/settings/firewall/confirm` | `confirm` |
 //! | `POST /api/v1/settings/firewall/revert` | `revert` |
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::firewall::control::{self, Reply};
 use crate::firewall::Actor;
 use crate::http::{Request, Response};
 
-use super::audit::Entry;
 use super::auth::Caller;
 use super::App;
 
@@ -116,35 +115,4 @@ pub fn confirm(app: &App, req: &Request, c: &Caller) -> Response {
 
 pub fn revert(app: &App, req: &Request, c: &Caller) -> Response {
     post(app, req, c, "revert")
-}
-
-/// Control-socket command `firewall.<cmd>` (from `svc firewall ...`, run by root on the
-/// host). Writes are audited with actor `cli` and via `control`.
-pub fn control(app: &App, cmd: &str, args: &Value) -> Value {
-    let cmd = cmd.strip_prefix("firewall.").unwrap_or(cmd);
-    let reply = control::run(&app.services.firewall, cmd, args, &Actor::operator("cli"));
-    if control::writes(cmd) {
-        let target = args
-            .get("ip")
-            .or_else(|| args.get("subnet"))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let outcome = match reply.status {
-            200..=299 => "ok",
-            404 => "not_found",
-            400 | 409 => "refused",
-            _ => "error",
-        };
-        let action = format!("firewall.{cmd}");
-        app.audit.record(Entry {
-            at: app.clock.now(),
-            actor: "cli",
-            via: "control",
-            action: &action,
-            target: &crate::text::cut(target, 64),
-            outcome,
-            remote_ip: "",
-        });
-    }
-    reply.into_control()
 }

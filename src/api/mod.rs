@@ -83,11 +83,7 @@ pub struct Services {
     pub crawler: Arc<crate::crawler::Verifier>,
 }
 
-pub use firewall::control as firewall_control;
-pub use mail::control as mail_control;
 pub use router::{Access, Route, ROUTES};
-pub use threat::control as threat_control;
-pub use waf::control as waf_control;
 
 /// Facts about this daemon process, fixed at start (binary hash filled in once computed).
 pub struct Runtime {
@@ -107,7 +103,8 @@ pub struct App {
     pub tokens: auth::Tokens,
     pub limiter: auth::FailureLimiter,
     pub sessions: sessions::Sessions,
-    pub audit: audit::AuditLog,
+    /// Shared with the daemon's control-command table, which records the CLI's writes.
+    pub audit: Arc<audit::AuditLog>,
     /// Rate limiter of log lines clients cause (one per kind and address a minute).
     pub client_log: crate::lograte::LogLimiter,
     pub metrics: metrics::HttpMetrics,
@@ -143,12 +140,12 @@ impl App {
             binary_hash: OnceLock::new(),
             pid: std::process::id(),
         };
-        let audit = audit::AuditLog::start(
+        let audit = Arc::new(audit::AuditLog::start(
             store.clone(),
             clock.clone(),
             &services.registry,
             w.audit_max_entries,
-        );
+        ));
         App {
             audit,
             client_log: crate::lograte::LogLimiter::per_minute(clock.clone()),

@@ -1,6 +1,7 @@
-//! Threat routes (`/api/v1/threat/*`) and the control-socket commands `threat.*`. Both go
-//! through `crate::threat::control`, which parses the request, calls the subsystem and
-//! shapes the answer; these functions only carry the request in and the answer out.
+//! Threat routes (`/api/v1/threat/*`). They go through `crate::threat::control`, which
+//! parses the request, calls the subsystem and shapes the answer (the control socket's
+//! `threat.*` commands use it too, from the daemon's command table); these functions only
+//! carry the request in and the answer out.
 //!
 //! | Route | Scope | Command |
 //! |---|---|---|
@@ -23,7 +24,6 @@ use crate::http::{Request, Response};
 use crate::threat::actions::Caller as ThreatCaller;
 use crate::threat::control::{self, Reply, EVENTS_LIMIT, TOP_LIMIT};
 
-use super::audit::Entry;
 use super::auth::Caller;
 use super::App;
 
@@ -131,44 +131,4 @@ pub fn unwhitelist_ip(app: &App, req: &Request, c: &Caller) -> Response {
 
 pub fn clear_ip(app: &App, req: &Request, c: &Caller) -> Response {
     post(app, req, c, "clear")
-}
-
-/// Control-socket command `threat.<cmd>` (from `svc threat ...`, run by root on the host).
-/// Writes are audited with actor `cli` and via `control`; undo entries belong to `cli`.
-pub fn control(app: &App, cmd: &str, args: &Value) -> Value {
-    let cmd = cmd.strip_prefix("threat.").unwrap_or(cmd);
-    let who = ThreatCaller {
-        name: "cli".into(),
-        protect: None,
-    };
-    let reply = control::run(&app.services.threat, cmd, args, &who);
-    if control::writes(cmd) {
-        let target = args
-            .get("ip")
-            .and_then(Value::as_str)
-            .map(String::from)
-            .or_else(|| {
-                args.get("ips")
-                    .and_then(Value::as_array)
-                    .map(|l| format!("{} addresses", l.len()))
-            })
-            .unwrap_or_default();
-        let outcome = match reply.status {
-            200..=299 => "ok",
-            404 => "not_found",
-            400 | 409 => "refused",
-            _ => "error",
-        };
-        let action = format!("threat.{cmd}");
-        app.audit.record(Entry {
-            at: app.clock.now(),
-            actor: "cli",
-            via: "control",
-            action: &action,
-            target: &crate::text::cut(&target, 64),
-            outcome,
-            remote_ip: "",
-        });
-    }
-    reply.into_control()
 }

@@ -1,4 +1,6 @@
-//! WAF routes (thin: the logic is in `crate::waf` and `crate::store::waf`).
+//! WAF routes (thin: the logic is in `crate::waf` and `crate::store::waf`; statistics, rules,
+//! apply and escalation answers come from `crate::waf::control`, which the control socket's
+//! `waf.*` commands use too).
 //!
 //! | Route | Scope | Answer |
 //! |---|---|---|
@@ -10,17 +12,13 @@
 //! | `GET /api/v1/waf/rules/escalation` | admin | rule ids excluded from escalation |
 //! | `POST /api/v1/waf/rules/escalation` | admin | `{"rule_id": N, "escalation": bool}` |
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::Ordering;
-use std::time::Duration;
-
 use jiff::Timestamp;
 use serde_json::{json, Value};
 
 use crate::http::{Request, Response};
 use crate::store::waf::{self as store, Filter, Row};
 use crate::timefmt::rfc3339;
-use crate::waf::rules::{ApplyError, ApplyOutcome};
+use crate::waf::control;
 
 use super::auth::Caller;
 use super::daterange;
@@ -30,12 +28,6 @@ use super::App;
 /// Default and largest page.
 pub const DEFAULT_LIMIT: u64 = 100;
 pub const MAX_LIMIT: u64 = 1000;
-/// How long an apply waits for the reload before answering 202.
-pub const APPLY_WAIT: Duration = Duration::from_secs(20);
-/// Most ids in one apply.
-pub const MAX_DISABLED: usize = 1000;
-
-const DAY_MICROS: i64 = 86_400_000_000;
 
 fn instant(micros: i64) -> String {
     rfc3339(Timestamp::from_microsecond(micros).unwrap_or(Timestamp::UNIX_EPOCH))
@@ -157,235 +149,35 @@ pub fn blocks(app: &App, req: &Request, _c: &Caller) -> Response {
 
 /// `GET /api/v1/waf/stats`.
 pub fn stats(app: &App, _req: &Request, _c: &Caller) -> Response {
-    reply(stats_value(app))
+    reply(control::stats(&app.services.waf, &app.store, &app.clock))
 }
 
-/// A JSON answer with its status (routes and control-socket commands share them).
-type Answer = (u16, Value);
-
-fn reply((status, v): Answer) -> Response {
+fn reply((status, v): control::Answer) -> Response {
     Response::json(status, &v)
-}
-
-fn failed(status: u16, msg: impl std::fmt::Display) -> Answer {
-    (status, json!({ "error": msg.to_string() }))
-}
-
-fn store_failed(e: impl std::fmt::Display) -> Answer {
-    log::warn!("waf query failed: {e}");
-    failed(503, format!("WAF data is unavailable: {e}"))
-}
-
-fn stats_value(app: &App) -> Answer {
-    let waf = &app.services.waf;
-    let since = app.clock.now().as_microsecond() - DAY_MICROS;
-    let s = match app.store.read(|c| store::stats(c, since, 10)) {
-        Ok(s) => s,
-        Err(e) => return store_failed(e),
-    };
-    let c = &waf.counters;
-    let cfg = waf.cfg.read().clone();
-    let reload = waf.reload.lock().clone();
-    (
-        200,
-        json!({
-            "enabled": cfg.enabled,
-            "collector": {
-                "running": waf.collector_running(),
-                "files": waf.paths.iter().map(|p| crate::text::escape_path(p).into_owned()).collect::<Vec<_>>(),
-                "events_total": c.events.load(Ordering::Relaxed),
-                "denies_total": c.denies.load(Ordering::Relaxed),
-                "duplicates_total": c.duplicates.load(Ordering::Relaxed),
-                "dropped_total": c.dropped.load(Ordering::Relaxed),
-                "unparsed_total": c.unparsed.load(Ordering::Relaxed),
-                "escalations_total": c.escalations.load(Ordering::Relaxed),
-                "evicted_addresses_total": c.evicted.load(Ordering::Relaxed),
-            },
-            "engines": crate::waf::detect::engines(std::path::Path::new("/")),
-            "stale_rules": crate::waf::detect::stale_trees(
-                std::path::Path::new("/"),
-                std::time::SystemTime::now(),
-                cfg.rules_stale_days,
-            )
-            .into_iter()
-            .map(|(tree, days)| json!({"tree": tree, "age_days": days}))
-            .collect::<Vec<_>>(),
-            "rules_loaded": waf.registry.current().len(),
-            "svc_rules": crate::waf::registry::shipped().len(),
-            "denies_24h": s.denies,
-            "events_24h": s.events,
-            "top_rules": s.top_rules.iter().map(|(r, n)| json!({"rule_id": r, "count": n})).collect::<Vec<_>>(),
-            "top_ips": s.top_ips.iter().map(|(ip, n)| json!({"ip": ip, "count": n})).collect::<Vec<_>>(),
-            "escalation": {
-                "denies": cfg.escalation_denies,
-                "window_minutes": cfg.escalation_window_minutes,
-                "excluded_rules": waf.exclusions.list(),
-            },
-            "management": {
-                "configured": cfg.management_missing().is_empty(),
-                "missing": cfg.management_missing(),
-                "reload": reload_json(&reload),
-            },
-        }),
-    )
-}
-
-fn reload_json(r: &crate::waf::rules::ReloadState) -> Value {
-    json!({
-        "running": r.running,
-        "ok": r.ok,
-        "detail": r.detail,
-    })
 }
 
 /// `GET /api/v1/waf/rules`.
 pub fn rules(app: &App, _req: &Request, _c: &Caller) -> Response {
-    reply(rules_value(app))
-}
-
-fn rules_value(app: &App) -> Answer {
-    let waf = &app.services.waf;
-    let since = app.clock.now().as_microsecond() - DAY_MICROS;
-    let hits: HashMap<u32, u64> = match app.store.read(|c| store::hits_by_rule(c, since)) {
-        Ok(h) => h.into_iter().collect(),
-        Err(e) => return store_failed(e),
-    };
-    let disabled = match waf.disabled() {
-        Ok(d) => d,
-        Err(e) => return store_failed(e),
-    };
-    let applied = waf.reload.lock().applied.clone();
-    let items: Vec<Value> = crate::waf::registry::shipped()
-        .iter()
-        .map(|r| {
-            let off = disabled.contains(&r.id);
-            // Staged: the stored state differs from what the web server last reloaded
-            // (unknown since start: only a disabled rule is staged).
-            let staged = match &applied {
-                Some(a) => a.contains(&r.id) != off,
-                None => off,
-            };
-            json!({
-                "id": r.id,
-                "description": r.description,
-                "action": r.action.map(|a| a.as_str()),
-                "enabled": !off,
-                "staged": staged,
-                "escalation": !waf.exclusions.is_off(r.id),
-                "hits_24h": hits.get(&r.id).copied().unwrap_or(0),
-            })
-        })
-        .collect();
-    let total = items.len();
-    (
-        200,
-        json!({
-            "items": items,
-            "total": total,
-            "offset": 0,
-            "limit": total,
-            "truncated": false,
-        }),
-    )
+    reply(control::rules(&app.services.waf, &app.store, &app.clock))
 }
 
 /// `POST /api/v1/waf/rules/apply` `{"disabled": [ids]}`.
 pub fn apply(app: &App, req: &Request, _c: &Caller) -> Response {
     match app.json_body(req) {
-        Ok(v) => reply(apply_value(app, &v)),
+        Ok(v) => reply(control::apply(&app.services.waf, &v)),
         Err(r) => r,
-    }
-}
-
-fn apply_value(app: &App, v: &Value) -> Answer {
-    let Some(list) = v.get("disabled").and_then(Value::as_array) else {
-        return failed(400, "disabled: expected an array of rule ids");
-    };
-    if list.len() > MAX_DISABLED {
-        return failed(400, format!("disabled: at most {MAX_DISABLED} ids"));
-    }
-    let mut set = BTreeSet::new();
-    for x in list {
-        match x.as_u64().and_then(|n| u32::try_from(n).ok()) {
-            Some(id) => {
-                set.insert(id);
-            }
-            None => return failed(400, format!("disabled: {x} is not a rule id")),
-        }
-    }
-    match app.services.waf.apply(&set, APPLY_WAIT) {
-        Ok(ApplyOutcome::Reloaded) => (200, json!({"ok": true, "reloaded": true, "disabled": set})),
-        Ok(ApplyOutcome::Pending) => (
-            202,
-            json!({"ok": true, "reloaded": false, "pending": true, "disabled": set}),
-        ),
-        Err(e @ ApplyError::UnknownRule(id)) => {
-            (400, json!({"error": e.to_string(), "rule_id": id}))
-        }
-        Err(e @ ApplyError::NotConfigured(_)) => failed(409, e),
-        Err(e @ ApplyError::Write(_)) => failed(500, e),
-        Err(e @ ApplyError::Reload(_)) => (
-            502,
-            json!({"error": e.to_string(), "ok": false, "reloaded": false, "disabled": set}),
-        ),
     }
 }
 
 /// `GET /api/v1/waf/rules/escalation`.
 pub fn escalation(app: &App, _req: &Request, _c: &Caller) -> Response {
-    reply(escalation_value(app))
-}
-
-fn escalation_value(app: &App) -> Answer {
-    let off = app.services.waf.exclusions.list();
-    (200, json!({"excluded": off, "total": off.len()}))
+    reply(control::escalation(&app.services.waf))
 }
 
 /// `POST /api/v1/waf/rules/escalation` `{"rule_id": N, "escalation": bool}`.
 pub fn set_escalation(app: &App, req: &Request, c: &Caller) -> Response {
     match app.json_body(req) {
-        Ok(v) => reply(set_escalation_value(app, &v, &c.name)),
+        Ok(v) => reply(control::set_escalation(&app.services.waf, &v, &c.name)),
         Err(r) => r,
     }
-}
-
-fn set_escalation_value(app: &App, v: &Value, by: &str) -> Answer {
-    let Some(id) = v
-        .get("rule_id")
-        .and_then(Value::as_u64)
-        .and_then(|n| u32::try_from(n).ok())
-    else {
-        return failed(400, "rule_id: expected a rule id");
-    };
-    let Some(on) = v.get("escalation").and_then(Value::as_bool) else {
-        return failed(400, "escalation: expected true or false");
-    };
-    match app.services.waf.set_escalation(id, !on, by) {
-        Ok(changed) => (
-            200,
-            json!({"ok": true, "rule_id": id, "escalation": on, "changed": changed}),
-        ),
-        Err(e) => store_failed(e),
-    }
-}
-
-/// Control-socket commands `waf.*` (`svc waf`): `waf.stats`, `waf.rules`,
-/// `waf.escalation` (with `rule_id` and `escalation` it sets, without it lists) and
-/// `waf.apply`. A failure answers `{"error": ...}` with the route's fields.
-pub fn control(app: &App, name: &str, args: &Value) -> Value {
-    let (status, mut v) = match name {
-        "waf.stats" => stats_value(app),
-        "waf.rules" => rules_value(app),
-        "waf.escalation" if args.get("rule_id").is_some() => {
-            set_escalation_value(app, args, "control_socket")
-        }
-        "waf.escalation" => escalation_value(app),
-        "waf.apply" => apply_value(app, args),
-        other => failed(400, format!("unknown command {other:?}")),
-    };
-    if status >= 400 && v.get("error").is_none() {
-        v["error"] = json!(format!("status {status}"));
-    }
-    v["status"] = json!(status);
-    v
 }

@@ -25,11 +25,12 @@ use crate::config::Config;
 use crate::crawler::BotOracle;
 use crate::findings::Engine;
 use crate::queue::Registry;
+use crate::scan::quarantine::QuarantineControl;
 use crate::store::Store;
 use crate::watch::accesslog::AccessCollector;
 use crate::watch::analyzer::Restored;
 use crate::watch::authlog::AuthThresholds;
-use crate::watch::{Collectors, QuarantineControl};
+use crate::watch::Collectors;
 
 /// Component names the collectors register (removed when a collector is turned off).
 const FILES_COMPONENT: &str = "files";

@@ -2,19 +2,84 @@
 //!
 //! Each command answers one JSON object; an answer with an `error` string is a failure the
 //! CLI prints. Unknown names get `unknown command` from the socket server.
+//!
+//! Subsystem families run their subsystem's own control function with its handle
+//! (`firewall::control`, `threat::control`, `mail::control`, `waf::control`,
+//! `scan::quarantine::control`); this table records their writes in the action log (actor
+//! `cli`, via `control`), as the router does for HTTP routes (decision 305).
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
 
 use super::reload::{Reloader, Trigger};
+use crate::api::audit::{AuditLog, Entry};
 use crate::api::App;
+use crate::clock::SharedClock;
+use crate::store::Store;
 
-/// What a command can reach.
+/// What a command can reach. The subsystem families (`firewall.*`, `threat.*`, `waf.*`,
+/// `mail.*`, `quarantine.*`, crawler ranges) get only their own handles, taken from the
+/// [`App`] once at start; the daemon-wide views (`status`, `doctor`, `check`,
+/// `bench.inject`) read the whole `App`, as their HTTP twins do.
 pub struct Ctx {
     pub app: Arc<App>,
     pub reloader: Arc<Reloader>,
     pub collectors: Arc<super::collectors::LiveCollectors>,
+    pub firewall: crate::firewall::Handle,
+    pub threat: Arc<crate::threat::Threat>,
+    pub waf: Arc<crate::waf::service::WafService>,
+    pub mail: Arc<crate::mail::MailAv>,
+    pub crawler: Arc<crate::crawler::Verifier>,
+    pub store: Store,
+    pub clock: SharedClock,
+    /// Writes that come over the socket are recorded with actor `cli`, via `control`.
+    pub audit: Arc<AuditLog>,
+    pub state_path: PathBuf,
+}
+
+impl Ctx {
+    pub fn new(
+        app: Arc<App>,
+        reloader: Arc<Reloader>,
+        collectors: Arc<super::collectors::LiveCollectors>,
+    ) -> Ctx {
+        let s = &app.services;
+        Ctx {
+            firewall: s.firewall.clone(),
+            threat: s.threat.clone(),
+            waf: s.waf.clone(),
+            mail: s.mail.clone(),
+            crawler: s.crawler.clone(),
+            store: app.store.clone(),
+            clock: app.clock.clone(),
+            audit: app.audit.clone(),
+            state_path: app.cfg.state_path.clone(),
+            app,
+            reloader,
+            collectors,
+        }
+    }
+
+    /// Records a write the CLI made: `status` is the answer's HTTP status.
+    fn audit(&self, action: &str, target: &str, status: u16) {
+        let outcome = match status {
+            200..=299 => "ok",
+            404 => "not_found",
+            400 | 409 => "refused",
+            _ => "error",
+        };
+        self.audit.record(Entry {
+            at: self.clock.now(),
+            actor: "cli",
+            via: "control",
+            action,
+            target: &crate::text::cut(target, 64),
+            outcome,
+            remote_ip: "",
+        });
+    }
 }
 
 /// One control-socket command.
@@ -57,44 +122,39 @@ pub static COMMANDS: &[Command] = &[
     Command {
         name: "quarantine.list",
         summary: "quarantined files",
-        run: watch_command,
+        run: quarantine,
     },
     Command {
         name: "quarantine.restore",
         summary: "restore one quarantined file exactly",
-        run: watch_command,
+        run: quarantine,
     },
     Command {
         name: "firewall.*",
         summary: "svc firewall: status, list, check, block, allow, subnets, flush, rollback",
-        run: |c, name, args| crate::api::firewall_control(&c.app, name, args),
+        run: firewall,
     },
     Command {
         name: "mail.*",
         summary: "svc mail: status, stats, list, release, delete",
-        run: |c, name, args| crate::api::mail_control(&c.app, name, args),
+        run: mail,
     },
     Command {
         name: "waf.*",
         summary: "svc waf: stats, rules, escalation, apply",
-        run: |c, name, args| crate::api::waf_control(&c.app, name, args),
+        run: |c, name, args| crate::waf::control::cli(&c.waf, &c.store, &c.clock, name, args),
     },
     Command {
         name: "threat.*",
         summary: "svc threat: lookup, block, whitelist, clear, stats, undo",
-        run: |c, name, args| crate::api::threat_control(&c.app, name, args),
+        run: threat,
     },
     Command {
         name: "bot_ranges.apply",
         summary: "svc update-bot-ranges: re-read the on-disk range snapshot and apply it",
         run: |c, _, args| {
             let ok = args.get("refresh_ok").and_then(Value::as_bool);
-            match c
-                .app
-                .services
-                .crawler
-                .apply_snapshot(&c.app.cfg.state_path, ok)
-            {
+            match c.crawler.apply_snapshot(&c.state_path, ok) {
                 Ok(n) => json!({ "ok": true, "prefixes": n }),
                 Err(e) => json!({ "error": e }),
             }
@@ -103,7 +163,7 @@ pub static COMMANDS: &[Command] = &[
     Command {
         name: "bot_verify.reset",
         summary: "svc store reset-bot-verify: clear crawler records and cached results",
-        run: |c, _, _| match c.app.services.crawler.reset() {
+        run: |c, _, _| match c.crawler.reset() {
             Ok(n) => json!({ "ok": true, "removed": n }),
             Err(e) => json!({ "error": format!("store: {e}") }),
         },
@@ -116,12 +176,45 @@ pub static COMMANDS: &[Command] = &[
     },
 ];
 
-fn watch_command(c: &Ctx, name: &str, args: &Value) -> Value {
+fn quarantine(c: &Ctx, name: &str, args: &Value) -> Value {
     let Some(quarantine) = c.collectors.quarantine_control() else {
         return json!({ "error": "the file watcher is restarting (configuration reload); try again" });
     };
-    crate::watch::control_command(&quarantine, name, args)
+    crate::scan::quarantine::control::command(&quarantine, name, args)
         .unwrap_or_else(|| json!({ "error": format!("unknown command {name:?}") }))
+}
+
+/// `firewall.<cmd>`: writes are audited with the `ip` or `subnet` they name.
+fn firewall(c: &Ctx, name: &str, args: &Value) -> Value {
+    use crate::firewall::control;
+    let cmd = name.strip_prefix("firewall.").unwrap_or(name);
+    let reply = control::cli(&c.firewall, cmd, args);
+    if control::writes(cmd) {
+        c.audit(name, control::audit_target(args), reply.status);
+    }
+    reply.into_control()
+}
+
+/// `threat.<cmd>`: writes are audited with the address or how many addresses they name.
+fn threat(c: &Ctx, name: &str, args: &Value) -> Value {
+    use crate::threat::control;
+    let cmd = name.strip_prefix("threat.").unwrap_or(name);
+    let reply = control::cli(&c.threat, cmd, args);
+    if control::writes(cmd) {
+        c.audit(name, &control::audit_target(args), reply.status);
+    }
+    reply.into_control()
+}
+
+/// `mail.<cmd>`: releases and deletes are audited with the entry id.
+fn mail(c: &Ctx, name: &str, args: &Value) -> Value {
+    use crate::mail::control;
+    let (status, answer) = control::cli(&c.mail, name, args);
+    if let Some(action) = control::audit_action(name) {
+        let id = args.get("id").and_then(Value::as_str).unwrap_or("");
+        c.audit(action, id, status);
+    }
+    answer
 }
 
 /// Answers `name`; `None` for an unknown command.

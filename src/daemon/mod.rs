@@ -336,11 +336,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         },
     ));
     let control = {
-        let ctx = commands::Ctx {
-            app: app.clone(),
-            reloader: reloader.clone(),
-            collectors: collectors.clone(),
-        };
+        let ctx = commands::Ctx::new(app.clone(), reloader.clone(), collectors.clone());
         let handler: Arc<control::CommandFn> =
             Arc::new(move |cmd: &str, args: &Value| commands::dispatch(&ctx, cmd, args));
         control::ControlServer::start(&cfg.socket_path(), handler)

@@ -416,6 +416,21 @@ pub fn writes(cmd: &str) -> bool {
     !matches!(cmd, "status" | "list" | "check" | "rollback")
 }
 
+/// Control-socket command `firewall.<cmd>` (from `svc firewall ...`, run by root on the
+/// host): answers as operator `cli`, never protecting an address. The daemon's command
+/// table audits the [`writes`] with [`audit_target`].
+pub fn cli(handle: &Handle, cmd: &str, args: &Value) -> Reply {
+    run(handle, cmd, args, &Actor::operator("cli"))
+}
+
+/// What a write names in the audit trail: its `ip` or `subnet` as the caller sent it.
+pub fn audit_target(args: &Value) -> &str {
+    args.get("ip")
+        .or_else(|| args.get("subnet"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,6 +13,7 @@
 pub mod archive;
 pub mod clamd;
 pub mod content;
+pub mod control;
 pub mod decode;
 pub mod egress;
 pub mod log;

@@ -25,7 +25,7 @@
 //! - Persisting the [`QuarantineRecord`] is the caller's job. Extended attributes and ACLs are
 //!   not kept.
 
-mod control;
+pub mod control;
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -41,7 +41,7 @@ use sha2::{Digest, Sha256};
 use crate::sys::dir::{self, Attrs, Create, Descent, Dir, FileInfo, Kind};
 use crate::text::escape_path;
 
-pub use control::{restore_entry, RestoreError, RestoredEntry, TrustRestored};
+pub use control::{restore_entry, QuarantineControl, RestoreError, RestoredEntry, TrustRestored};
 
 /// How the file got into quarantine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -721,3 +721,27 @@ pub fn writes(cmd: &str) -> bool {
             | "undo_run"
     )
 }
+
+/// Control-socket command `threat.<cmd>` (from `svc threat ...`, run by root on the host):
+/// caller `cli` (undo entries belong to it), no address protected. The daemon's command
+/// table audits the [`writes`] with [`audit_target`].
+pub fn cli(t: &Threat, cmd: &str, args: &Value) -> Reply {
+    let who = Caller {
+        name: "cli".into(),
+        protect: None,
+    };
+    run(t, cmd, args, &who)
+}
+
+/// What a write names in the audit trail: its `ip`, else how many addresses `ips` lists.
+pub fn audit_target(args: &Value) -> String {
+    args.get("ip")
+        .and_then(Value::as_str)
+        .map(String::from)
+        .or_else(|| {
+            args.get("ips")
+                .and_then(Value::as_array)
+                .map(|l| format!("{} addresses", l.len()))
+        })
+        .unwrap_or_default()
+}

@@ -8,6 +8,7 @@
 //! - [`registry`]: the rule-action registry (which rules deny) and svc's shipped rules.
 pub mod activation;
 pub mod collector;
+pub mod control;
 pub mod detect;
 pub mod escalate;
 pub mod event;

@@ -6,8 +6,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use serde_json::{json, Value};
-
 use super::analyzer::{Analyzer, AnalyzerQueue, Offered, Restored};
 use super::authlog::{AuthCollector, AuthThresholds, SharedThresholds};
 use super::files::{BackendChoice, FileEvent, FileWatcher, WatchOptions};
@@ -16,7 +14,7 @@ use crate::components::Components;
 use crate::config::Config;
 use crate::findings::Engine;
 use crate::queue::{BoundedQueue, Registry, RowConfig, RowHandle};
-use crate::scan::quarantine::{Quarantine, TrustRestored};
+use crate::scan::quarantine::{Quarantine, QuarantineControl, TrustRestored};
 use crate::scan::signatures::SignatureSet;
 use crate::store::Store;
 
@@ -235,15 +233,6 @@ pub fn start_collectors(
     Ok(c)
 }
 
-/// What the quarantine control commands need: explicit handles, no `api::App`.
-#[derive(Clone)]
-pub struct QuarantineControl {
-    pub store: Store,
-    pub quarantine: Arc<Quarantine>,
-    pub restored: Arc<Restored>,
-    pub clock: SharedClock,
-}
-
 impl TrustRestored for Restored {
     fn trust(&self, path: std::path::PathBuf, sha256: String) {
         self.add(path, sha256);
@@ -251,45 +240,5 @@ impl TrustRestored for Restored {
 
     fn forget(&self, path: &std::path::Path, sha256: &str) {
         self.remove(path, sha256);
-    }
-}
-
-/// Control-socket commands of the collectors (`quarantine.list`, `quarantine.restore`);
-/// `None` for any other command. JSON fields keep the exact stored text (JSON escapes it);
-/// composed `error` messages escape control and bidirectional characters.
-pub fn control_command(h: &QuarantineControl, cmd: &str, args: &Value) -> Option<Value> {
-    match cmd {
-        "quarantine.list" => Some(quarantine_list(h)),
-        "quarantine.restore" => {
-            let id = args.get("id").and_then(Value::as_str).unwrap_or("");
-            Some(restore(h, id))
-        }
-        _ => None,
-    }
-}
-
-/// `quarantine.list`: every entry, restored ones included.
-pub fn quarantine_list(h: &QuarantineControl) -> Value {
-    match h.store.read(crate::store::quarantine::list) {
-        Ok(items) => json!({ "items": items, "total": items.len() }),
-        Err(e) => json!({ "error": format!("cannot read quarantine: {e}") }),
-    }
-}
-
-/// `quarantine.restore`: puts a quarantined file back exactly (path, owner, mode, mtime)
-/// beneath its watched root and records it (see `scan::quarantine::restore_entry`).
-pub fn restore(h: &QuarantineControl, id: &str) -> Value {
-    match crate::scan::quarantine::restore_entry(
-        &h.store,
-        &h.quarantine,
-        &h.clock,
-        id,
-        h.restored.as_ref(),
-    ) {
-        Ok(r) => json!({ "ok": true, "id": r.id, "original_path": r.original_path }),
-        Err(e) => {
-            log::warn!("quarantine: {e}");
-            json!({ "error": e.to_string() })
-        }
     }
 }

@@ -7,4 +7,4 @@ pub mod collectors;
 pub mod files;
 pub mod tail;
 
-pub use collectors::{control_command, start_collectors, Collectors, QuarantineControl};
+pub use collectors::{start_collectors, Collectors};

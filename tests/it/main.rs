@@ -15,6 +15,7 @@ mod auth;
 mod authlog;
 mod browser;
 mod challenge;
+mod control;
 mod crawler;
 mod data;
 mod engine;

@@ -1,11 +1,14 @@
-//! Restoring a stored quarantine entry (`svc quarantine restore ID`): load it from the
-//! store, put the file back through [`Quarantine::restore`], record the restore. Every handle
-//! it needs is passed in; the daemon's control-command table calls it through
-//! `watch::collectors`.
+//! The quarantine's control-socket commands (`svc quarantine list`, `svc quarantine restore
+//! ID`), served from the daemon's command table with the handles in [`QuarantineControl`].
+//! A restore loads the entry from the store, puts the file back through
+//! [`Quarantine::restore`] and records the restore.
 
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
 
 use crate::clock::SharedClock;
 use crate::store::{Store, StoreError};
@@ -135,4 +138,48 @@ pub fn restore_entry(
         id: id.to_string(),
         original_path: entry.original_path,
     })
+}
+
+/// What the quarantine commands need: explicit handles (the file watcher supplies the
+/// quarantine on its current roots and where restored content is trusted).
+#[derive(Clone)]
+pub struct QuarantineControl {
+    pub store: Store,
+    pub quarantine: Arc<Quarantine>,
+    pub restored: Arc<dyn TrustRestored + Send + Sync>,
+    pub clock: SharedClock,
+}
+
+/// Control-socket commands `quarantine.list` and `quarantine.restore {id}`; `None` for any
+/// other command. JSON fields keep the exact stored text (JSON escapes it); composed `error`
+/// messages escape control and bidirectional characters.
+pub fn command(h: &QuarantineControl, cmd: &str, args: &Value) -> Option<Value> {
+    match cmd {
+        "quarantine.list" => Some(list(h)),
+        "quarantine.restore" => {
+            let id = args.get("id").and_then(Value::as_str).unwrap_or("");
+            Some(restore(h, id))
+        }
+        _ => None,
+    }
+}
+
+/// `quarantine.list`: every entry, restored ones included.
+pub fn list(h: &QuarantineControl) -> Value {
+    match h.store.read(crate::store::quarantine::list) {
+        Ok(items) => json!({ "items": items, "total": items.len() }),
+        Err(e) => json!({ "error": format!("cannot read quarantine: {e}") }),
+    }
+}
+
+/// `quarantine.restore`: puts a quarantined file back exactly (path, owner, mode, mtime)
+/// beneath its watched root and records it (see [`restore_entry`]).
+pub fn restore(h: &QuarantineControl, id: &str) -> Value {
+    match restore_entry(&h.store, &h.quarantine, &h.clock, id, h.restored.as_ref()) {
+        Ok(r) => json!({ "ok": true, "id": r.id, "original_path": r.original_path }),
+        Err(e) => {
+            log::warn!("quarantine: {e}");
+            json!({ "error": e.to_string() })
+        }
+    }
 }
