@@ -30,6 +30,7 @@ pub mod findings;
 pub mod firewall;
 pub mod fsutil;
 pub mod geoip;
+pub mod hostfs;
 pub mod http;
 pub mod ids;
 pub mod incidents;
