@@ -36,6 +36,7 @@ pub mod ids;
 pub mod incidents;
 pub mod lograte;
 pub mod mail;
+pub mod model;
 pub mod net;
 pub mod queue;
 pub mod scan;
