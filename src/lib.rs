@@ -34,6 +34,8 @@ pub mod hostfs;
 pub mod http;
 pub mod ids;
 pub mod incidents;
+#[cfg(test)]
+mod layering;
 pub mod lograte;
 pub mod mail;
 pub mod model;
