@@ -30,11 +30,15 @@ pub mod findings;
 pub mod firewall;
 pub mod fsutil;
 pub mod geoip;
+pub mod hostfs;
 pub mod http;
 pub mod ids;
 pub mod incidents;
+#[cfg(test)]
+mod layering;
 pub mod lograte;
 pub mod mail;
+pub mod model;
 pub mod net;
 pub mod queue;
 pub mod scan;

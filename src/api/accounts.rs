@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use crate::checks::accounts::parse_passwd;
-use crate::checks::fsread::read_bounded;
-use crate::checks::{glob, CheckContext};
+use crate::checks::CheckContext;
 use crate::findings::Finding;
+use crate::hostfs::read_bounded;
 use crate::http::{Request, Response};
 
 use super::auth::Caller;
@@ -135,7 +135,7 @@ fn scan(ctx: &CheckContext) -> Scan {
         by_uid: BTreeMap::new(),
         truncated: false,
     };
-    for root in glob::expand_all(ctx, &ctx.web_roots) {
+    for root in ctx.glob_all(&ctx.web_roots) {
         let Some(meta) = root_meta(&root) else {
             continue;
         };

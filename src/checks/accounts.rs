@@ -3,9 +3,9 @@
 use std::os::unix::ffi::OsStrExt;
 
 use super::context::{count, CheckContext};
-use super::fsread::{display_path, sanitize};
 use super::sink::Sink;
 use crate::findings::{Finding, Severity};
+use crate::hostfs::{display_path, sanitize};
 
 pub const CHECK: &str = "uid0_account";
 

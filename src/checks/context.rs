@@ -5,14 +5,14 @@
 //! starts from an empty context (nothing configured, nothing read) for tests, and
 //! [`CheckContextBuilder::system_layout`] re-roots the whole real layout under a directory.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::fsread::{read_bounded, ReadError};
 use crate::clock::SharedClock;
+use crate::hostfs::{glob, read_bounded, reroot, rerooted, ReadError};
 
 /// Limits every check enforces. What a limit refuses is counted in [`CheckCounters`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -197,19 +197,6 @@ const SYS_SYSTEM_DIRS: &[&str] = &[
     "/var/log",
 ];
 
-/// `root` joined with absolute `p` (`reroot("/x", "/etc/passwd")` = `/x/etc/passwd`).
-pub fn reroot(root: &Path, p: &Path) -> PathBuf {
-    let mut out = root.to_path_buf();
-    for c in p.components() {
-        match c {
-            Component::Normal(n) => out.push(n),
-            Component::ParentDir => out.push(".."),
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-        }
-    }
-    out
-}
-
 impl CheckContext {
     /// The real host layout with default limits.
     pub fn system(clock: SharedClock) -> CheckContext {
@@ -270,15 +257,27 @@ impl CheckContext {
         }
         r
     }
+
+    /// Expands a glob pattern within `max_glob_matches` (see [`glob::expand`]); dropped
+    /// matches are counted.
+    pub fn glob(&self, pattern: &Path) -> Vec<PathBuf> {
+        let (paths, refused) = glob::expand(pattern, self.limits.max_glob_matches);
+        count(&self.counters.glob_matches_refused, refused);
+        paths
+    }
+
+    /// Expands each pattern (plain paths are kept when they exist), de-duplicated, in order;
+    /// dropped matches are counted.
+    pub fn glob_all(&self, patterns: &[PathBuf]) -> Vec<PathBuf> {
+        let (paths, refused) = glob::expand_all(patterns, self.limits.max_glob_matches);
+        count(&self.counters.glob_matches_refused, refused);
+        paths
+    }
 }
 
 /// Builds a [`CheckContext`]. Starts empty; list setters replace the whole list.
 pub struct CheckContextBuilder {
     ctx: CheckContext,
-}
-
-fn rerooted(root: &Path, list: &[&str]) -> Vec<PathBuf> {
-    list.iter().map(|p| reroot(root, Path::new(p))).collect()
 }
 
 impl CheckContextBuilder {
@@ -396,18 +395,6 @@ mod tests {
     use crate::clock::ManualClock;
 
     #[test]
-    fn reroot_joins_absolute_paths_under_root() {
-        assert_eq!(
-            reroot(Path::new("/x/y"), Path::new("/etc/passwd")),
-            PathBuf::from("/x/y/etc/passwd")
-        );
-        assert_eq!(
-            reroot(Path::new("/"), Path::new("/etc/ssh")),
-            PathBuf::from("/etc/ssh")
-        );
-    }
-
-    #[test]
     fn system_context_has_real_paths_and_builder_starts_empty() {
         let sys = CheckContext::system(ManualClock::at_epoch_2026());
         assert_eq!(sys.passwd_path, Some(PathBuf::from("/etc/passwd")));
@@ -422,5 +409,18 @@ mod tests {
             .sshd_config("/a/b/sshd_config")
             .build();
         assert_eq!(c.sshd_include_base(), PathBuf::from("/a/b"));
+    }
+
+    #[test]
+    fn globs_past_the_limit_are_counted() {
+        let fx = crate::checks::testutil::Fixture::new();
+        for u in ["alice", "bob", "carol"] {
+            fx.write(&format!("home/{u}/x"), b"");
+        }
+        let mut small = crate::checks::testutil::test_ctx();
+        small.limits.max_glob_matches = 1;
+        assert_eq!(small.glob(&fx.path("home/*")).len(), 1);
+        assert_eq!(small.glob_all(&[fx.path("home/*")]).len(), 1);
+        assert_eq!(small.counters().snapshot().glob_matches_refused, 4);
     }
 }

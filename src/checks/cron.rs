@@ -14,10 +14,10 @@ use std::sync::OnceLock;
 use regex::Regex;
 
 use super::context::{count, CheckContext};
-use super::fsread::{display_path, sanitize};
 use super::sink::Sink;
 use super::walk::Walker;
 use crate::findings::{Finding, Severity};
+use crate::hostfs::{display_path, sanitize};
 
 pub const CHECK: &str = "suspicious_cron";
 

@@ -22,12 +22,11 @@ use jiff::Timestamp;
 use serde::Serialize;
 
 use super::context::{count, CheckContext};
-use super::fsread::display_path;
-use super::glob;
 use super::mountinfo::{covering_mount, parse_mountinfo};
 use super::phpini::{ini_bool, PhpIni};
 use super::sshd::{load_sshd_config, SshdConfig, SshdLoadError};
 use crate::findings::{Finding, Severity};
+use crate::hostfs::display_path;
 
 /// Name of the check that turns failing items into findings.
 pub const CHECK: &str = "hardening_audit";
@@ -202,7 +201,7 @@ fn load_php(ctx: &CheckContext, ini: &Path) -> Option<PhpIni> {
     php.merge_text(&String::from_utf8_lossy(&bytes), ini);
     let dir = ini.parent().unwrap_or(Path::new("/"));
     for scan in ["conf.d", "php.d"] {
-        for extra in glob::expand(ctx, &dir.join(scan).join("*.ini")) {
+        for extra in ctx.glob(&dir.join(scan).join("*.ini")) {
             if let Ok(b) = ctx.read_config(&extra, true) {
                 php.merge_text(&String::from_utf8_lossy(&b), &extra);
             }
@@ -403,7 +402,7 @@ fn audit_dirs(ctx: &CheckContext, items: &mut Items) {
 pub fn hardening_audit(ctx: &CheckContext) -> HardeningReport {
     let mut items = Items(Vec::new());
     audit_ssh(ctx, &mut items);
-    for ini in glob::expand_all(ctx, &ctx.php_ini_paths) {
+    for ini in ctx.glob_all(&ctx.php_ini_paths) {
         audit_php_file(ctx, &ini, &mut items);
     }
     audit_mounts(ctx, &mut items);

@@ -11,8 +11,6 @@
 pub mod accounts;
 pub mod context;
 pub mod cron;
-pub mod fsread;
-pub mod glob;
 pub mod hardening;
 pub mod jobs;
 pub mod mountinfo;
@@ -29,9 +27,7 @@ pub(crate) mod testutil;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-pub use context::{
-    reroot, CheckContext, CheckContextBuilder, CheckCounters, CheckLimits, CounterSnapshot,
-};
+pub use context::{CheckContext, CheckContextBuilder, CheckCounters, CheckLimits, CounterSnapshot};
 pub use hardening::{
     hardening_audit, hardening_findings, HardeningCategory, HardeningItem, HardeningReport,
     HardeningStatus, HardeningSummary,

@@ -12,11 +12,11 @@
 
 use std::path::{Path, PathBuf};
 
-use super::context::{count, reroot, CheckContext};
-use super::fsread::{display_path, ReadError};
-use super::glob;
+use super::context::{count, CheckContext};
 use super::sink::Sink;
 use crate::findings::{Finding, Severity};
+use crate::hostfs::{display_path, ReadError};
+use crate::hostfs::{glob, reroot};
 
 pub const CHECK: &str = "sshd_root_password_login";
 
@@ -259,7 +259,7 @@ impl Loader<'_> {
             } else {
                 self.base.join(arg)
             };
-            for file in glob::expand(self.ctx, &pattern) {
+            for file in self.ctx.glob(&pattern) {
                 if self.cfg.files.len() >= limits.max_included_files {
                     count(&self.ctx.counters().includes_refused, 1);
                     continue;

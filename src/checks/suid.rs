@@ -5,11 +5,10 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use super::context::CheckContext;
-use super::fsread::display_path;
-use super::glob;
 use super::sink::Sink;
 use super::walk::{OwnerCache, Walker};
 use crate::findings::{Finding, Severity};
+use crate::hostfs::display_path;
 
 pub const CHECK: &str = "suid_unexpected";
 
@@ -35,7 +34,7 @@ pub fn suid_unexpected(ctx: &CheckContext) -> Vec<Finding> {
     let mut sink = Sink::new(ctx, CHECK);
     let mut walker = Walker::new(ctx);
     let mut owners = OwnerCache::default();
-    for root in glob::expand_all(ctx, &ctx.suid_search_roots) {
+    for root in ctx.glob_all(&ctx.suid_search_roots) {
         walker.walk(&root, &mut |path, meta| {
             if !meta.is_file() || allowed(ctx, path) {
                 return;

@@ -11,11 +11,10 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
 use super::context::CheckContext;
-use super::fsread::display_path;
-use super::glob;
 use super::sink::Sink;
 use super::walk::{OwnerCache, Walker};
 use crate::findings::{Finding, Severity};
+use crate::hostfs::display_path;
 
 pub const CHECK: &str = "world_writable_php";
 
@@ -60,7 +59,7 @@ pub fn world_writable_php(ctx: &CheckContext) -> Vec<Finding> {
     let mut sink = Sink::new(ctx, CHECK);
     let mut walker = Walker::new(ctx);
     let mut owners = OwnerCache::default();
-    for root in glob::expand_all(ctx, &ctx.web_roots) {
+    for root in ctx.glob_all(&ctx.web_roots) {
         walker.walk(&root, &mut |path, meta| {
             let mode = meta.mode();
             if !meta.is_file() || mode & 0o002 == 0 || !is_php(path) {

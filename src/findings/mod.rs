@@ -1,9 +1,9 @@
-//! Findings: the model, the ingest dispatcher, the active set, parked findings.
+//! Findings: the ingest dispatcher, the active set, parked findings. The model (`Finding`,
+//! `Severity`) lives in the leaf module `model::finding` so the store can keep it.
 pub mod active;
 pub mod engine;
 pub mod evidence;
-pub mod model;
 pub mod pending;
 pub mod suppress;
+pub use crate::model::finding::{Finding, Severity};
 pub use engine::{Engine, Ingest};
-pub use model::{Finding, Severity};

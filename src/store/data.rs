@@ -7,7 +7,7 @@ use jiff::Timestamp;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::Serialize;
 
-use crate::findings::{Finding, Severity};
+use crate::model::finding::{Finding, Severity};
 
 fn ts(us: i64) -> Timestamp {
     Timestamp::from_microsecond(us).unwrap_or(Timestamp::UNIX_EPOCH)

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use jiff::Timestamp;
 use rusqlite::{params, Connection, Row};
 
-use crate::findings::{Finding, Severity};
+use crate::model::finding::{Finding, Severity};
 
 fn ts(micros: i64) -> Timestamp {
     Timestamp::from_microsecond(micros).unwrap_or(Timestamp::UNIX_EPOCH)

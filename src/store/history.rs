@@ -45,7 +45,7 @@ use std::collections::BTreeMap;
 use rusqlite::types::Value;
 use rusqlite::{params_from_iter, Connection, OptionalExtension, Row as SqlRow};
 
-use crate::findings::Severity;
+use crate::model::finding::Severity;
 
 /// Microseconds in a UTC day: the bucket of `history_daily`.
 pub const DAY_MICROS: i64 = 86_400_000_000;

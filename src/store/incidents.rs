@@ -1,7 +1,7 @@
 //! Incident snapshots (`incident_snapshots`, one row per incident key) and the incident id
 //! counter (`kv` key `incidents.next_id`).
 //!
-//! Rows are written only by the incidents' ordered writer ([`crate::incidents`]); each row
+//! Rows are written only by the incidents' ordered writer (the `incidents` subsystem); each row
 //! is the whole state of one incident, so writing the newest snapshot of a key is enough
 //! and a repeated write is harmless.
 

@@ -5,7 +5,7 @@
 use jiff::Timestamp;
 use rusqlite::{params, Connection, OptionalExtension};
 
-/// A `mail_quarantine` row. `meta` and `files` are JSON owned by `crate::mail::quarantine`.
+/// A `mail_quarantine` row. `meta` and `files` are JSON owned by `mail::quarantine`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Row {
     pub id: String,

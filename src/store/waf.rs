@@ -7,8 +7,8 @@
 
 use rusqlite::{params, params_from_iter, Connection, ToSql};
 
-use crate::findings::Severity;
-use crate::waf::event::WafEvent;
+use crate::model::finding::Severity;
+use crate::model::waf_event::WafEvent;
 
 /// One stored event.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -290,7 +290,7 @@ pub fn set_disabled(c: &Connection, ids: &[u32]) -> rusqlite::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::waf::event::{Action, Format};
+    use crate::model::waf_event::{Action, Format};
     use jiff::Timestamp;
 
     fn conn() -> Connection {

@@ -1,7 +1,8 @@
 //! `sys::dir`: the one way the daemon opens, reads, creates, moves and chowns inside trees
 //! that users control (web roots, home directories, mail spools). Outside this module, raw
 //! path-taking calls (`File::open`, `OpenOptions::open`, `create_dir_all`, `rename`, ...) are
-//! refused by clippy (`clippy.toml`); daemon-owned paths go through `crate::fsutil`.
+//! refused by clippy (`clippy.toml`); daemon-owned paths go through `fsutil` (which builds
+//! on this module; `sys` does not import it).
 //!
 //! Guarantees:
 //! - Everything happens relative to an open directory ([`Dir`]). A name is one path

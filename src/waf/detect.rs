@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
-use crate::checks::context::reroot;
 use crate::findings::{Finding, Severity};
+use crate::hostfs::reroot;
 
 pub const CHECK: &str = "waf_status";
 pub const MAX_FILE: u64 = 1 << 20;
@@ -68,8 +68,7 @@ pub fn set_stale_days(days: u64) {
 }
 
 fn read(root: &Path, p: &str) -> Option<String> {
-    let bytes =
-        crate::checks::fsread::read_bounded(&reroot(root, Path::new(p)), MAX_FILE, false).ok()?;
+    let bytes = crate::hostfs::read_bounded(&reroot(root, Path::new(p)), MAX_FILE, false).ok()?;
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
@@ -95,7 +94,7 @@ fn files(root: &Path, dir: &str) -> Vec<PathBuf> {
 fn any_file_contains(root: &Path, dirs: &[&str], needle: &str) -> bool {
     dirs.iter().any(|d| {
         files(root, d).iter().any(|f| {
-            crate::checks::fsread::read_bounded(f, MAX_FILE, true)
+            crate::hostfs::read_bounded(f, MAX_FILE, true)
                 .is_ok_and(|b| String::from_utf8_lossy(&b).contains(needle))
         })
     })
@@ -389,7 +388,7 @@ fn files_in(dir: &Path) -> Vec<PathBuf> {
 
 fn any_off(files: &[PathBuf]) -> bool {
     files.iter().any(|f| {
-        crate::checks::fsread::read_bounded(f, MAX_FILE, false)
+        crate::hostfs::read_bounded(f, MAX_FILE, false)
             .is_ok_and(|b| turns_off(&String::from_utf8_lossy(&b)))
     })
 }
@@ -434,7 +433,7 @@ pub fn disabled_scopes(root: &Path) -> Vec<String> {
             if !e.file_type().is_ok_and(|t| t.is_file()) {
                 continue;
             }
-            let Ok(b) = crate::checks::fsread::read_bounded(&e.path(), MAX_FILE, false) else {
+            let Ok(b) = crate::hostfs::read_bounded(&e.path(), MAX_FILE, false) else {
                 continue;
             };
             let off = String::from_utf8_lossy(&b).lines().any(|l| {
@@ -457,7 +456,7 @@ pub fn disabled_scopes(root: &Path) -> Vec<String> {
         "/etc/nginx/conf.d",
     ] {
         for f in files(root, dir) {
-            if let Ok(b) = crate::checks::fsread::read_bounded(&f, MAX_FILE, true) {
+            if let Ok(b) = crate::hostfs::read_bounded(&f, MAX_FILE, true) {
                 let text = String::from_utf8_lossy(&b);
                 if turns_off(&text) {
                     out.push(format!(

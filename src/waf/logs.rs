@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::checks::glob::{fnmatch, has_magic};
+use crate::hostfs::glob::{fnmatch, has_magic};
 use std::os::unix::ffi::OsStrExt;
 
 /// Most files followed.

@@ -66,7 +66,7 @@ impl EgressSettings {
     pub fn system(checks_root: &Path) -> EgressSettings {
         EgressSettings {
             proc_root: PathBuf::from("/proc"),
-            passwd: crate::checks::reroot(checks_root, Path::new("/etc/passwd")),
+            passwd: crate::hostfs::reroot(checks_root, Path::new("/etc/passwd")),
             port: 25,
             include_loopback: false,
         }
@@ -85,7 +85,7 @@ pub struct Egress {
 
 /// Users by uid from a passwd file (bounded read).
 fn users(passwd: &Path) -> HashMap<u32, String> {
-    let Ok(bytes) = crate::checks::fsread::read_bounded(passwd, 16 * 1024 * 1024, false) else {
+    let Ok(bytes) = crate::hostfs::read_bounded(passwd, 16 * 1024 * 1024, false) else {
         return HashMap::new();
     };
     let text = String::from_utf8_lossy(&bytes);
@@ -181,7 +181,7 @@ fn owners(proc_root: &Path, inodes: &HashSet<u64>) -> HashMap<u64, (u32, String)
             };
             if inodes.contains(&inode) && !out.contains_key(&inode) {
                 let comm = crate::fsutil::read_daemon_string(&e.path().join("comm"))
-                    .map(|c| crate::checks::fsread::sanitize(c.trim(), 64))
+                    .map(|c| crate::hostfs::sanitize(c.trim(), 64))
                     .unwrap_or_else(|_| "?".to_string());
                 out.insert(inode, (pid, comm));
             }
@@ -297,7 +297,7 @@ impl Reporter {
                 (Some(p), Some(pid)) => format!("{p} (pid {pid})"),
                 _ => "an unknown process".to_string(),
             };
-            let account = crate::checks::fsread::sanitize(&first.account, 64);
+            let account = crate::hostfs::sanitize(&first.account, 64);
             out.push(
                 Finding::new(
                     CHECK,

@@ -243,11 +243,11 @@ impl Auditor {
         let mut stats = RunStats::default();
         let now = self.clock.now();
         let now_us = now.as_microsecond();
-        let paths = crate::checks::glob::expand_all(ctx, &settings.files);
+        let paths = ctx.glob_all(&settings.files);
         let (entries, read) = read_all(&paths);
         let mut incomplete: Vec<Finding> = Vec::new();
         for (p, why) in &read.unreadable {
-            let shown = crate::checks::fsread::display_path(p);
+            let shown = crate::hostfs::display_path(p);
             ::log::warn!("password audit: {shown}: {why}");
             incomplete.push(
                 Finding::new(
@@ -631,7 +631,7 @@ fn weak_finding(
         Severity::High,
         format!(
             "mailbox {} has a weak password",
-            crate::checks::fsread::sanitize(mailbox, 320)
+            crate::hostfs::sanitize(mailbox, 320)
         ),
         now,
     )
@@ -653,7 +653,7 @@ fn incomplete_finding(
         Severity::Warning,
         format!(
             "password audit of mailbox {} incomplete",
-            crate::checks::fsread::sanitize(mailbox, 320)
+            crate::hostfs::sanitize(mailbox, 320)
         ),
         now,
     )

@@ -12,7 +12,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::checks::fsread::{read_bounded, ReadError};
+use crate::hostfs::{read_bounded, ReadError};
 
 /// Largest password file read.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;

@@ -70,7 +70,7 @@ impl ScanTask for PasswordAudit {
         settings.files = settings
             .files
             .iter()
-            .map(|p| crate::checks::reroot(&ctx.sysroot, p))
+            .map(|p| crate::hostfs::reroot(&ctx.sysroot, p))
             .collect();
         if !settings.enabled {
             return vec![(CHECK_WEAK, Vec::new()), (CHECK_INCOMPLETE, Vec::new())];

@@ -14,7 +14,7 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use crate::checks::glob::{fnmatch, has_magic};
+use crate::hostfs::glob::{fnmatch, has_magic};
 
 /// Most files followed at once.
 pub const MAX_FILES: usize = 512;

@@ -1,13 +1,12 @@
 //! glob(3)-like expansion of path patterns (`*`, `?`, `[...]`, `\` escapes), sorted
-//! bytewise like `glob` sorts, bounded by `max_glob_matches`. A leading `.` in a name is
-//! matched only by a literal `.` (as glob(3) does). Intermediate symlinks are followed, as
-//! glob(3) does; only paths that exist are returned.
+//! bytewise like `glob` sorts, bounded by a match limit (the checks pass
+//! `max_glob_matches`). A leading `.` in a name is matched only by a literal `.` (as glob(3)
+//! does). Intermediate symlinks are followed, as glob(3) does; only paths that exist are
+//! returned.
 
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
-
-use super::context::{count, CheckContext};
 
 /// True if the bytes hold a glob metacharacter.
 pub fn has_magic(s: &[u8]) -> bool {
@@ -99,10 +98,10 @@ pub fn fnmatch(p: &[u8], s: &[u8], period: bool) -> bool {
     pi == p.len()
 }
 
-/// Expands `pattern`. Returns existing paths, sorted per directory level. Dropped matches
-/// past `max_glob_matches` are counted.
-pub fn expand(ctx: &CheckContext, pattern: &Path) -> Vec<PathBuf> {
-    let limit = ctx.limits.max_glob_matches;
+/// Expands `pattern`. Returns existing paths, sorted per directory level, at most `limit`
+/// per level, and how many matches past `limit` were dropped.
+pub fn expand(pattern: &Path, limit: usize) -> (Vec<PathBuf>, u64) {
+    let mut refused = 0u64;
     let mut cands: Vec<PathBuf> = vec![PathBuf::new()];
     for comp in pattern.components() {
         match comp {
@@ -129,7 +128,7 @@ pub fn expand(ctx: &CheckContext, pattern: &Path) -> Vec<PathBuf> {
                     names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
                     for n in names {
                         if next.len() >= limit {
-                            count(&ctx.counters().glob_matches_refused, 1);
+                            refused += 1;
                             continue;
                         }
                         next.push(dir.join(n));
@@ -143,26 +142,30 @@ pub fn expand(ctx: &CheckContext, pattern: &Path) -> Vec<PathBuf> {
         }
     }
     cands.retain(|p| !p.as_os_str().is_empty() && fs::symlink_metadata(p).is_ok());
-    cands
+    (cands, refused)
 }
 
-/// Expands each pattern (plain paths are kept when they exist), de-duplicated, in order.
-pub fn expand_all(ctx: &CheckContext, patterns: &[PathBuf]) -> Vec<PathBuf> {
+/// Expands each pattern (plain paths are kept when they exist), de-duplicated, in order,
+/// and the matches dropped past `limit` (per pattern and level) over all patterns.
+pub fn expand_all(patterns: &[PathBuf], limit: usize) -> (Vec<PathBuf>, u64) {
     let mut out: Vec<PathBuf> = Vec::new();
+    let mut refused = 0u64;
     for p in patterns {
-        for m in expand(ctx, p) {
+        let (matches, dropped) = expand(p, limit);
+        refused += dropped;
+        for m in matches {
             if !out.contains(&m) {
                 out.push(m);
             }
         }
     }
-    out
+    (out, refused)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::testutil::{garbage, test_ctx, Fixture};
+    use crate::checks::testutil::{garbage, Fixture};
 
     #[test]
     fn fnmatch_basics() {
@@ -199,24 +202,24 @@ mod tests {
         fx.write("home/bob/public_html/x", b"");
         fx.write("home/alice/public_html/x", b"");
         fx.write("home/carol/other", b"");
-        let ctx = test_ctx();
-        let got = expand(&ctx, &fx.path("home/*/public_html"));
+        let got = expand(&fx.path("home/*/public_html"), 4096);
         assert_eq!(
             got,
-            vec![
-                fx.path("home/alice/public_html"),
-                fx.path("home/bob/public_html")
-            ]
+            (
+                vec![
+                    fx.path("home/alice/public_html"),
+                    fx.path("home/bob/public_html")
+                ],
+                0
+            )
         );
-        assert_eq!(expand(&ctx, &fx.path("home/zed")), Vec::<PathBuf>::new());
+        assert_eq!(expand(&fx.path("home/zed"), 4096), (Vec::new(), 0));
         assert_eq!(
-            expand(&ctx, &fx.path("home/bob")),
-            vec![fx.path("home/bob")]
+            expand(&fx.path("home/bob"), 4096),
+            (vec![fx.path("home/bob")], 0)
         );
 
-        let mut small = test_ctx();
-        small.limits.max_glob_matches = 1;
-        assert_eq!(expand(&small, &fx.path("home/*")).len(), 1);
-        assert_eq!(small.counters().snapshot().glob_matches_refused, 2);
+        let (one, refused) = expand(&fx.path("home/*"), 1);
+        assert_eq!((one.len(), refused), (1, 2));
     }
 }

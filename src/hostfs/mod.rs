@@ -1,0 +1,48 @@
+//! The host's files as the daemon reads them: bounded reads that refuse users' symlinks
+//! ([`read`]), shell-style globs ([`glob`]) and re-rooting a system path under a test tree
+//! ([`reroot`]).
+//!
+//! A leaf module: checks, waf, mail, watch and api all read host files, so this imports no
+//! subsystem (only `sys`), and any of them may import it.
+
+pub mod glob;
+pub mod read;
+
+use std::path::{Component, Path, PathBuf};
+
+pub use read::{display_path, read_bounded, sanitize, ReadError};
+
+/// `root` joined with absolute `p` (`reroot("/x", "/etc/passwd")` = `/x/etc/passwd`).
+pub fn reroot(root: &Path, p: &Path) -> PathBuf {
+    let mut out = root.to_path_buf();
+    for c in p.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::ParentDir => out.push(".."),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+/// Each path of `list` re-rooted under `root`.
+pub fn rerooted(root: &Path, list: &[&str]) -> Vec<PathBuf> {
+    list.iter().map(|p| reroot(root, Path::new(p))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reroot_joins_absolute_paths_under_root() {
+        assert_eq!(
+            reroot(Path::new("/x/y"), Path::new("/etc/passwd")),
+            PathBuf::from("/x/y/etc/passwd")
+        );
+        assert_eq!(
+            reroot(Path::new("/"), Path::new("/etc/ssh")),
+            PathBuf::from("/etc/ssh")
+        );
+    }
+}
