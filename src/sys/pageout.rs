@@ -137,12 +137,39 @@ garbage line
         assert!(exe_read_only_ranges(MAPS, Path::new("/usr/sbin/sv")).is_empty());
     }
 
+    /// Resident KiB of this process's mappings of its own executable.
+    fn exe_resident_kib() -> u64 {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let exe = exe.to_str().unwrap();
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut mine = false;
+        let mut kib = 0;
+        for line in smaps.lines() {
+            if line.starts_with(|c: char| c.is_ascii_hexdigit()) && line.contains('-') {
+                mine = line.trim_end().ends_with(exe);
+            } else if let Some(v) = line.strip_prefix("Rss:") {
+                if mine {
+                    kib += v.trim().trim_end_matches(" kB").parse::<u64>().unwrap_or(0);
+                }
+            }
+        }
+        kib
+    }
+
     #[test]
     fn paging_out_this_process_keeps_its_code_running() {
+        let before = exe_resident_kib();
         let advised = release_startup_code().expect("MADV_PAGEOUT on this test binary");
+        let after = exe_resident_kib();
         assert!(
             advised > 0,
             "the test binary's code was not found in its maps"
+        );
+        // The test binary's code was resident (it is running) and most of it is handed
+        // back; what this thread runs next faults back in.
+        assert!(
+            after < before,
+            "resident code did not fall: {before} KiB before, {after} KiB after"
         );
         // Code and read-only data fault back in on use.
         let v: Vec<u64> = (0..1000).collect();
