@@ -34,6 +34,21 @@ impl Response {
         }
     }
 
+    /// As [`Response::json`], encoding into a buffer of `capacity` bytes reserved at once: a
+    /// body of known size (the status snapshot, about 10 KB) is not regrown and copied about
+    /// seven times on its way from 128 bytes.
+    pub fn json_with_capacity<T: serde::Serialize + ?Sized>(
+        status: u16,
+        value: &T,
+        capacity: usize,
+    ) -> Response {
+        let mut body = Vec::with_capacity(capacity);
+        match serde_json::to_writer(&mut body, value) {
+            Ok(()) => Response::new(status, "application/json", body),
+            Err(e) => Response::error(500, &format!("response could not be encoded: {e}")),
+        }
+    }
+
     /// `{"error": message}` with the given status.
     pub fn error(status: u16, message: &str) -> Response {
         let body = serde_json::to_vec(&serde_json::json!({ "error": message }))
@@ -109,5 +124,35 @@ pub fn reason(status: u16) -> &'static str {
         500 => "Internal Server Error",
         503 => "Service Unavailable",
         _ => "Status",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(r: &Response) -> &[u8] {
+        match &r.body {
+            Body::Full(b) => b,
+            Body::Stream(_) => panic!("not a full body"),
+        }
+    }
+
+    #[test]
+    fn a_reserved_buffer_encodes_the_same_bytes() {
+        let value = serde_json::json!({ "a": [1, 2, 3], "b": "x\"y\n", "c": { "d": null } });
+        let plain = Response::json(200, &value);
+        for capacity in [0, 1, 16, 4096] {
+            let sized = Response::json_with_capacity(200, &value, capacity);
+            assert_eq!(sized.status, 200);
+            assert_eq!(body(&sized), body(&plain));
+            assert_eq!(sized.head_bytes(true), plain.head_bytes(true));
+        }
+        // Exactly what was reserved: the body was not regrown.
+        let sized = Response::json_with_capacity(200, &value, 4096);
+        match &sized.body {
+            Body::Full(b) => assert_eq!(b.capacity(), 4096),
+            Body::Stream(_) => unreachable!(),
+        }
     }
 }

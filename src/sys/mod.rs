@@ -4,5 +4,6 @@ pub mod dir;
 pub mod dirstream;
 pub mod fhandle;
 pub mod malloc;
+pub mod pageout;
 pub mod poll;
 pub mod priority;
