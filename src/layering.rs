@@ -243,3 +243,35 @@ fn the_largest_import_loop_does_not_grow() {
         "import loops ({largest} > {MAX_LOOP} modules): {groups:?}"
     );
 }
+
+#[test]
+fn every_top_level_module_has_a_row_in_the_architecture_map() {
+    // docs/architecture.md is the project's map: a module without a row is a map that
+    // fell behind (rows name `name/` or `name.rs`, several to a row allowed).
+    let root = std::env::var("CARGO_MANIFEST_DIR");
+    let root = Path::new(root.as_deref().unwrap_or(env!("CARGO_MANIFEST_DIR")));
+    let map = std::fs::read_to_string(root.join("docs/architecture.md")).expect("the map");
+    let rows: Vec<&str> = map.lines().filter(|l| l.starts_with("| `")).collect();
+    let mut missing = Vec::new();
+    for e in std::fs::read_dir(root.join("src")).expect("read src/") {
+        let e = e.expect("entry");
+        let name = e.file_name().to_string_lossy().into_owned();
+        let spelled = if e.path().is_dir() {
+            format!("`{name}/`")
+        } else {
+            format!("`{name}`")
+        };
+        let first_cell = |row: &&str| {
+            row.split(" | ")
+                .next()
+                .is_some_and(|c| c.contains(&spelled))
+        };
+        if name != "lib.rs" && !rows.iter().any(first_cell) {
+            missing.push(spelled);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md has no row for {missing:?}"
+    );
+}
