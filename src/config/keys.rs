@@ -284,7 +284,7 @@ pub static KEYS: &[Key] = &[
         "`ip:port` (or a bare address, port 53) of the DNS server asked for PTR, A and AAAA; unset: the first three `nameserver` lines of `/etc/resolv.conf`."),
     key("reputation.verified_bots[].name", Str, "", Live,
         "Operator identity: 1-64 of `a-z 0-9 - _ .`, not a built-in name, unique."),
-    key("reputation.verified_bots[].ua_substrings", List, "[]", Live,
+    key("reputation.verified_bots[].ua_substrings", List, "", Live,
         "User-agent substrings (case-insensitive, 3-128 characters) that claim it."),
     key("reputation.verified_bots[].rdns_suffixes", List, "", Live,
         "Exactly one of this or `ip_ranges`. Registrable domains (or names under one): public suffixes (Public Suffix List) and shared-hosting suffixes (`rules/crawlers/shared-hosting-suffixes.txt`) are refused. The PTR must be under one and its A/AAAA must contain the address; a PTR-only match is not trusted."),
@@ -538,4 +538,176 @@ pub fn firewall_runtime() -> impl Iterator<Item = &'static str> {
     KEYS.iter()
         .filter(|k| matches!(k.class, Class::Tentative(_)))
         .filter_map(|k| k.path.strip_prefix("firewall."))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::reader::ASKED;
+
+    /// A configuration that sets every key to its default (keys without one get a valid
+    /// sample), with every optional table and one element of every array of tables.
+    fn every_key() -> String {
+        let sample = |k: &Key| -> String {
+            if !k.default.is_empty() {
+                return k.default.to_string();
+            }
+            match (k.path, k.kind) {
+                (p, _) if p.ends_with("url") || p.ends_with(".*") => {
+                    "\"https://feeds.example.com/x\"".into()
+                }
+                (p, _) if p.ends_with("token") => format!("\"{p}-aaaaaaaaaaaaaaaa\""),
+                (p, _) if p.ends_with("_env") => "\"SVC_TEST_ENV\"".into(),
+                (p, _) if p.ends_with(".name") => "\"sample\"".into(),
+                (p, _) if p.ends_with("scope") => "\"read\"".into(),
+                (p, _) if p.ends_with("ua_substrings") => "[\"samplebot\"]".into(),
+                (p, _) if p.ends_with("rdns_suffixes") => "[\"crawl.example.com\"]".into(),
+                (_, Kind::List | Kind::Command) => "[]".into(),
+                _ => "\"\"".into(),
+            }
+        };
+        let mut root = toml::value::Table::new();
+        for k in KEYS {
+            // One of rdns_suffixes / ip_ranges per entry.
+            if k.path.ends_with("ip_ranges") {
+                continue;
+            }
+            let path = k.path.replace(".*", ".googlebot");
+            let v: toml::Value =
+                toml::from_str::<toml::value::Table>(&format!("v = {}", sample(k))).unwrap()["v"]
+                    .clone();
+            let mut t = &mut root;
+            let segs: Vec<&str> = path.split('.').collect();
+            for seg in &segs[..segs.len() - 1] {
+                t = if let Some(list) = seg.strip_suffix("[]") {
+                    let arr = t.entry(list).or_insert_with(|| {
+                        toml::Value::Array(vec![toml::Value::Table(Default::default())])
+                    });
+                    arr.as_array_mut().unwrap()[0].as_table_mut().unwrap()
+                } else {
+                    t.entry(*seg)
+                        .or_insert_with(|| toml::Value::Table(Default::default()))
+                        .as_table_mut()
+                        .unwrap()
+                };
+            }
+            t.insert(segs[segs.len() - 1].to_string(), v);
+        }
+        toml::to_string(&root).unwrap()
+    }
+
+    #[test]
+    fn no_duplicate_paths_and_every_key_documented() {
+        for (i, k) in KEYS.iter().enumerate() {
+            assert!(
+                KEYS[..i].iter().all(|o| o.path != k.path),
+                "{} twice",
+                k.path
+            );
+            assert!(!k.doc.is_empty() && !k.doc.contains('\n'), "{}", k.path);
+            if let Kind::Int(lo, hi) = k.kind {
+                assert!(lo <= hi, "{}", k.path);
+            }
+            if !k.default.is_empty() {
+                assert!(
+                    k.default_value().is_some(),
+                    "{}: default is not TOML",
+                    k.path
+                );
+            }
+        }
+    }
+
+    /// Every default (and sample) passes its own validation, and the keys the readers ask
+    /// for are exactly the table's.
+    #[test]
+    fn defaults_validate_and_readers_read_exactly_the_table() {
+        let text = every_key();
+        ASKED.with(|a| a.borrow_mut().clear());
+        let c = crate::config::from_text(&text);
+        assert!(c.is_ok(), "{:?}\n{text}", c.err());
+        let asked = ASKED.with(|a| a.borrow().clone());
+        let is_table = |a: &str| {
+            KEYS.iter().any(|k| {
+                k.path.starts_with(&format!("{a}.")) || k.path.starts_with(&format!("{a}[]."))
+            })
+        };
+        for a in asked.iter().filter(|a| !is_table(a)) {
+            assert!(find(a).is_some(), "{a} is read but not in KEYS");
+        }
+        for k in KEYS {
+            let p = k.path.replace(".*", ".googlebot");
+            let read = asked.iter().any(|a| *a == p)
+                // The other of rdns_suffixes / ip_ranges is only asked when present.
+                || k.path.ends_with("ip_ranges");
+            assert!(read, "{} is in KEYS but no reader reads it", k.path);
+        }
+        // The section Default impls are the table's defaults.
+        let empty = crate::config::from_text("").unwrap();
+        assert_eq!(
+            empty.challenge,
+            crate::config::challenge::ChallengeConfig::default()
+        );
+        assert_eq!(empty.waf, crate::config::waf::WafConfig::default());
+        assert_eq!(
+            empty.firewall,
+            crate::config::firewall::FirewallConfig::default()
+        );
+        assert_eq!(empty.engine, crate::config::Engine::default());
+        assert_eq!(empty.webui.limits, crate::config::HttpLimits::default());
+        assert_eq!(
+            crate::config::DEFAULT_AUDIT_MAX_ENTRIES as i64,
+            int_default("webui.audit_max_entries")
+        );
+        assert_eq!(
+            crate::findings::engine::DEFAULT_MAX_ACTIVE as i64,
+            int_default("findings.max_active")
+        );
+    }
+
+    /// Every key is live or restart-only: changing it either reaches a reload's live
+    /// sections or is named as needing a restart (the reload test walks this table).
+    #[test]
+    fn every_restart_key_is_reported_by_a_reload() {
+        let base = crate::config::from_text("").unwrap();
+        for k in KEYS.iter().filter(|k| !k.class.is_live()) {
+            let Some(name) = k.restart_name() else {
+                continue;
+            };
+            // A value different from the default, valid for the key.
+            let v = match k.kind {
+                Kind::Bool => {
+                    (!matches!(k.default_value(), Some(toml::Value::Boolean(true)))).to_string()
+                }
+                Kind::Int(lo, hi) => {
+                    let d = int_default(k.path);
+                    (if d == hi { lo } else { d + 1 }).to_string()
+                }
+                Kind::Choice(c) => format!(
+                    "{:?}",
+                    c.iter().find(|c| format!("{c:?}") != k.default).unwrap()
+                ),
+                Kind::Ports => "[8080]".into(),
+                _ => continue,
+            };
+            let (table, key) = k.path.rsplit_once('.').unwrap_or(("", k.path));
+            if table.contains("[]") || key == "*" {
+                continue;
+            }
+            let text = if table.is_empty() {
+                format!("{key} = {v}\n")
+            } else {
+                format!("[{table}]\n{key} = {v}\n")
+            };
+            let Ok(next) = crate::config::from_text(&text) else {
+                continue;
+            };
+            assert_eq!(
+                crate::config::live::restart_required(&base, &next),
+                [name],
+                "{}",
+                k.path
+            );
+        }
+    }
 }
