@@ -637,7 +637,7 @@ mod tests {
         }
         for k in KEYS {
             let p = k.path.replace(".*", ".googlebot");
-            let read = asked.iter().any(|a| *a == p)
+            let read = asked.contains(&p)
                 // The other of rdns_suffixes / ip_ranges is only asked when present.
                 || k.path.ends_with("ip_ranges");
             assert!(read, "{} is in KEYS but no reader reads it", k.path);
