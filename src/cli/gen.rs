@@ -38,7 +38,7 @@ pub fn run(a: &Args) -> i32 {
             // The key tables between the file's marker comments are generated; the prose
             // around them is kept.
             let path = Path::new(file);
-            let text = match std::fs::read_to_string(path) {
+            let text = match crate::fsutil::read_daemon_string(path) {
                 Ok(t) => t,
                 Err(e) => {
                     eprintln!("svc gen config-docs: {file}: {e}");
