@@ -533,6 +533,14 @@ pub fn int_default(path: &str) -> i64 {
         .unwrap_or(0)
 }
 
+/// The boolean default of `path` (false when the key is not a boolean with a default).
+pub fn bool_default(path: &str) -> bool {
+    find(path)
+        .and_then(Key::default_value)
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false)
+}
+
 /// The keys a tentative firewall change may carry, without the `firewall.` prefix.
 pub fn firewall_runtime() -> impl Iterator<Item = &'static str> {
     KEYS.iter()
