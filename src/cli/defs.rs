@@ -396,12 +396,18 @@ pub static STORE: Command = Command {
 
 pub static GEN: Command = Command {
     name: "gen",
-    summary: "write the man page or shell completions from these tables (`svc gen man DIR`, `svc gen completions SHELL`)",
-    about: "Generators for packagers: the man page svc.8 and shell completions, rendered from the same tables as --help.",
+    summary: "write the man pages, shell completions or the key reference from the tables (`svc gen man DIR`, `svc gen completions SHELL`, `svc gen config-docs FILE`)",
+    about: "Generators for packagers: the man pages svc.8 and svc.toml.5, shell completions, and the key tables of docs/configuration.md, rendered from the same tables as --help and the configuration reader.",
     positional: Positional::Verbs,
     verbs: &[
-        verb("man", "DIR", "write svc.8 into DIR", &[]),
+        verb("man", "DIR", "write svc.8 and svc.toml.5 into DIR", &[]),
         verb("completions", "bash|zsh|fish", "print the completion script of a shell", &[]),
+        verb(
+            "config-docs",
+            "FILE",
+            "write the key tables of FILE (docs/configuration.md) from the key table",
+            &[],
+        ),
     ],
     flags: &[&HELP],
     exit: "",

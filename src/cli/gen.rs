@@ -1,6 +1,8 @@
-//! `svc gen man DIR` and `svc gen completions SHELL`: the man page `svc.8` and the bash,
-//! zsh and fish completions, rendered from [`super::defs::COMMANDS`] (the same table as
-//! the parser and `--help`, so none of them can drift from the others).
+//! `svc gen man DIR`, `svc gen completions SHELL` and `svc gen config-docs FILE`: the man
+//! page `svc.8` and the bash, zsh and fish completions, rendered from
+//! [`super::defs::COMMANDS`] (the same table as the parser and `--help`, so none of them can
+//! drift from the others); `svc.toml.5` and the key tables of `docs/configuration.md`,
+//! rendered from `config::keys::KEYS`.
 
 use std::path::Path;
 
@@ -12,20 +14,51 @@ use super::family::usage_error;
 pub fn run(a: &Args) -> i32 {
     match (a.verb(), a.rest()) {
         ("man", [dir]) => {
-            let path = Path::new(dir).join("svc.8");
-            let written = crate::fsutil::ensure_dir(Path::new(dir), 0o755).and_then(|()| {
-                crate::fsutil::write_atomic(&path, man_page().as_bytes(), 0o644, None)
-            });
-            match written {
+            if let Err(e) = crate::fsutil::ensure_dir(Path::new(dir), 0o755) {
+                eprintln!("svc gen man: {dir}: {e}");
+                return 1;
+            }
+            let pages = [
+                ("svc.8", man_page()),
+                ("svc.toml.5", crate::config::keys::man_page()),
+            ];
+            for (name, text) in pages {
+                let path = Path::new(dir).join(name);
+                match crate::fsutil::write_atomic(&path, text.as_bytes(), 0o644, None) {
+                    Ok(()) => super::out(&format!("wrote {}\n", path.display())),
+                    Err(e) => {
+                        eprintln!("svc gen man: {}: {e}", path.display());
+                        return 1;
+                    }
+                }
+            }
+            0
+        }
+        ("config-docs", [file]) => {
+            // The key tables between the file's marker comments are generated; the prose
+            // around them is kept.
+            let path = Path::new(file);
+            let text = match crate::fsutil::read_daemon_string(path) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("svc gen config-docs: {file}: {e}");
+                    return 1;
+                }
+            };
+            let next = crate::config::keys::render_docs(&text);
+            match crate::fsutil::write_atomic(path, next.as_bytes(), 0o644, None) {
                 Ok(()) => {
-                    super::out(&format!("wrote {}\n", path.display()));
+                    super::out(&format!("wrote {file}\n"));
                     0
                 }
                 Err(e) => {
-                    eprintln!("svc gen man: {}: {e}", path.display());
+                    eprintln!("svc gen config-docs: {file}: {e}");
                     1
                 }
             }
+        }
+        ("config-docs", _) => {
+            usage_error(&GEN, "config-docs takes one file (docs/configuration.md)")
         }
         ("man", _) => usage_error(&GEN, "man takes one directory"),
         ("completions", [shell]) => match completions(shell) {

@@ -19,10 +19,6 @@
 
 use super::reader::{Errors, TableReader};
 
-/// Default of `reputation.report.spool_limit`.
-pub const DEFAULT_SPOOL_LIMIT: usize = 10_000;
-/// Default of `dedup_window_hours`.
-pub const DEFAULT_DEDUP_HOURS: u64 = 24;
 /// Destinations at most.
 pub const MAX_DESTINATIONS: usize = 8;
 
@@ -66,12 +62,12 @@ pub struct ReportConfig {
 }
 
 impl Default for ReportConfig {
+    /// The defaults of `config::keys::KEYS`.
     fn default() -> Self {
-        ReportConfig {
-            enabled: false,
-            spool_limit: DEFAULT_SPOOL_LIMIT,
-            destinations: Vec::new(),
-        }
+        read(
+            &mut TableReader::new(None, "reputation"),
+            &mut Errors::default(),
+        )
     }
 }
 
@@ -91,19 +87,9 @@ fn env_name_ok(v: &str) -> bool {
 
 /// Reads `[reputation.report]` from the `[reputation]` reader.
 pub(super) fn read(r: &mut TableReader<'_>, errs: &mut Errors) -> ReportConfig {
-    let d = ReportConfig::default();
-    if !r.has("report") {
-        return d;
-    }
     let mut t = r.table("report", errs);
-    let enabled = t.bool("enabled", d.enabled, errs);
-    let spool_limit = t.int(
-        "spool_limit",
-        DEFAULT_SPOOL_LIMIT as i64,
-        100,
-        1_000_000,
-        errs,
-    ) as usize;
+    let enabled = t.bool("enabled", errs);
+    let spool_limit = t.int("spool_limit", errs) as usize;
     let mut destinations: Vec<ReportDestination> = Vec::new();
     let list = t.table_list("destinations", errs);
     if list.len() > MAX_DESTINATIONS {
@@ -113,7 +99,7 @@ pub(super) fn read(r: &mut TableReader<'_>, errs: &mut Errors) -> ReportConfig {
         );
     }
     for mut x in list {
-        let name = x.string("name", "", errs);
+        let name = x.string("name", errs);
         if name.is_empty()
             || name.len() > 64
             || !name
@@ -130,21 +116,19 @@ pub(super) fn read(r: &mut TableReader<'_>, errs: &mut Errors) -> ReportConfig {
                 format!("duplicate destination name {name:?}"),
             );
         }
-        let url = x.string("url", "", errs);
+        let url = x.string("url", errs);
         if url.is_empty() {
             errs.push(x.key("url"), "must be set");
         } else if let Err(e) = super::alerts::validate_webhook_url(&url) {
             errs.push(x.key("url"), e);
         }
-        let format = match x.string("format", "json", errs).as_str() {
+        let format = match x.string("format", errs).as_str() {
             "abuseipdb" => ReportFormat::AbuseIpDb,
             "json" => ReportFormat::Json,
-            _ => {
-                errs.push(x.key("format"), "must be \"abuseipdb\" or \"json\"");
-                ReportFormat::Json
-            }
+            // `string` refused any other value.
+            _ => ReportFormat::Json,
         };
-        let api_key_env = x.string("api_key_env", "", errs);
+        let api_key_env = x.string("api_key_env", errs);
         if !api_key_env.is_empty() && !env_name_ok(&api_key_env) {
             errs.push(
                 x.key("api_key_env"),
@@ -156,13 +140,7 @@ pub(super) fn read(r: &mut TableReader<'_>, errs: &mut Errors) -> ReportConfig {
                 "must name the environment variable holding the API key (format \"abuseipdb\")",
             );
         }
-        let dedup_window_hours = x.int(
-            "dedup_window_hours",
-            DEFAULT_DEDUP_HOURS as i64,
-            1,
-            24 * 365,
-            errs,
-        ) as u64;
+        let dedup_window_hours = x.int("dedup_window_hours", errs) as u64;
         x.finish(errs);
         destinations.push(ReportDestination {
             name,

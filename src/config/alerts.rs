@@ -3,13 +3,6 @@
 use super::reader::{Errors, TableReader};
 use crate::findings::Severity;
 
-/// Default of `alerts.max_per_hour`.
-pub const DEFAULT_MAX_PER_HOUR: u32 = 30;
-/// Default of `alerts.webhook.timeout_seconds`.
-pub const DEFAULT_TIMEOUT_SECONDS: u64 = 10;
-/// Default of `alerts.webhook.max_attempts`.
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
-
 /// `[alerts]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AlertsConfig {
@@ -22,12 +15,9 @@ pub struct AlertsConfig {
 }
 
 impl Default for AlertsConfig {
+    /// The defaults of `config::keys::KEYS`.
     fn default() -> Self {
-        AlertsConfig {
-            max_per_hour: DEFAULT_MAX_PER_HOUR,
-            min_severity: Severity::High,
-            webhook: None,
-        }
+        read(&mut TableReader::new(None, ""), &mut Errors::default())
     }
 }
 
@@ -157,10 +147,9 @@ pub fn validate_webhook_url(url: &str) -> Result<(), String> {
 
 /// Reads `[alerts]` (and `[alerts.webhook]`) from the root table.
 pub(super) fn read(root: &mut TableReader<'_>, errs: &mut Errors) -> AlertsConfig {
-    let d = AlertsConfig::default();
     let mut a = root.table("alerts", errs);
-    let max_per_hour = a.int("max_per_hour", i64::from(d.max_per_hour), 1, 100_000, errs) as u32;
-    let sev = a.string("min_severity", d.min_severity.label(), errs);
+    let max_per_hour = a.int("max_per_hour", errs) as u32;
+    let sev = a.string("min_severity", errs);
     let min_severity = match sev.to_ascii_uppercase().as_str() {
         "CRITICAL" => Severity::Critical,
         "HIGH" => Severity::High,
@@ -170,21 +159,14 @@ pub(super) fn read(root: &mut TableReader<'_>, errs: &mut Errors) -> AlertsConfi
                 a.key("min_severity"),
                 "must be \"CRITICAL\", \"HIGH\" or \"WARNING\"",
             );
-            d.min_severity
+            Severity::High
         }
     };
     let webhook = if a.has("webhook") {
         let mut w = a.table("webhook", errs);
-        let url = w.string("url", "", errs);
-        let timeout_seconds = w.int(
-            "timeout_seconds",
-            DEFAULT_TIMEOUT_SECONDS as i64,
-            1,
-            30,
-            errs,
-        ) as u64;
-        let max_attempts =
-            w.int("max_attempts", i64::from(DEFAULT_MAX_ATTEMPTS), 1, 10, errs) as u32;
+        let url = w.string("url", errs);
+        let timeout_seconds = w.int("timeout_seconds", errs) as u64;
+        let max_attempts = w.int("max_attempts", errs) as u32;
         let mut ok = true;
         if url.is_empty() {
             errs.push(w.key("url"), "must be set when [alerts.webhook] is present");

@@ -4,7 +4,7 @@
 //! every other key applies live on reload.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use toml::Value;
 
@@ -50,114 +50,21 @@ pub struct ChallengeConfig {
 }
 
 impl Default for ChallengeConfig {
+    /// The defaults of `config::keys::KEYS`.
     fn default() -> Self {
-        ChallengeConfig {
-            enabled: false,
-            listen: SocketAddr::from(([127, 0, 0, 1], 8439)),
-            trusted_proxies: Vec::new(),
-            tls_cert: String::new(),
-            tls_key: String::new(),
-            public_url: String::new(),
-            difficulty: 16,
-            timeout_minutes: 30,
-            allow_hours: 4,
-            max_pending: 10_000,
-            map_dir: PathBuf::from("/var/cache/svc-challenge"),
-            apache_file: PathBuf::from("/etc/apache2/conf-available/svc-challenge.conf"),
-            nginx_http_file: PathBuf::from("/etc/nginx/conf.d/svc-challenge.conf"),
-            nginx_server_file: PathBuf::from("/etc/nginx/snippets/svc-challenge.conf"),
-            reload_command: Vec::new(),
-        }
+        read(&mut TableReader::new(None, ""), &mut Errors::default())
     }
 }
 
-/// Keys of `[challenge]` with their default and meaning (the docs list these).
-pub const KEYS: &[(&str, &str, &str)] = &[
-    (
-        "challenge.enabled",
-        "false",
-        "run the proof-of-work challenge (restart)",
-    ),
-    (
-        "challenge.listen",
-        "127.0.0.1:8439",
-        "challenge listener address (restart)",
-    ),
-    (
-        "challenge.trusted_proxies",
-        "[]",
-        "addresses/CIDRs of reverse proxies whose X-Forwarded-For names the client",
-    ),
-    (
-        "challenge.tls_cert",
-        "(web UI pair)",
-        "listener certificate (restart)",
-    ),
-    (
-        "challenge.tls_key",
-        "(web UI pair)",
-        "listener key (restart)",
-    ),
-    (
-        "challenge.public_url",
-        "(unset)",
-        "https URL the web server redirects challenged addresses to",
-    ),
-    (
-        "challenge.difficulty",
-        "16",
-        "leading zero bits of a proof (8-24)",
-    ),
-    (
-        "challenge.timeout_minutes",
-        "30",
-        "unsolved routes become blocks after this (1-1440)",
-    ),
-    (
-        "challenge.allow_hours",
-        "4",
-        "a solved challenge exempts the address this long (1-168)",
-    ),
-    (
-        "challenge.max_pending",
-        "10000",
-        "addresses routed at once (16-1000000)",
-    ),
-    (
-        "challenge.map_dir",
-        "/var/cache/svc-challenge",
-        "directory of the web-server map files",
-    ),
-    (
-        "challenge.apache_file",
-        "/etc/apache2/conf-available/svc-challenge.conf",
-        "Apache snippet",
-    ),
-    (
-        "challenge.nginx_http_file",
-        "/etc/nginx/conf.d/svc-challenge.conf",
-        "nginx http-level snippet",
-    ),
-    (
-        "challenge.nginx_server_file",
-        "/etc/nginx/snippets/svc-challenge.conf",
-        "nginx server-level snippet",
-    ),
-    (
-        "challenge.reload_command",
-        "(unset)",
-        "argv run after the map changed (nginx reload)",
-    ),
-];
-
-fn path(t: &mut TableReader<'_>, key: &'static str, default: &Path, errs: &mut Errors) -> PathBuf {
-    let v = t.string(key, &default.to_string_lossy(), errs);
+fn path(t: &mut TableReader<'_>, key: &'static str, errs: &mut Errors) -> PathBuf {
+    let v = t.string(key, errs);
     if !v.starts_with('/') || v.contains('\0') || v.contains('\n') || v.contains('"') {
         errs.push(
             t.key(key),
             "must be an absolute path without quotes or newlines",
         );
-        return default.to_path_buf();
+        // Any value: the configuration is refused.
+        return PathBuf::new();
     }
     PathBuf::from(v)
 }
@@ -186,7 +93,7 @@ pub const MAX_TRUSTED_PROXIES: usize = 64;
 fn trusted_proxies(t: &mut TableReader<'_>, errs: &mut Errors) -> Vec<Net> {
     let name = t.key("trusted_proxies");
     let mut out = Vec::new();
-    let items = t.string_list("trusted_proxies", &[], errs);
+    let items = t.string_list("trusted_proxies", errs);
     if items.len() > MAX_TRUSTED_PROXIES {
         errs.push(
             name.clone(),
@@ -209,20 +116,20 @@ fn trusted_proxies(t: &mut TableReader<'_>, errs: &mut Errors) -> Vec<Net> {
 
 /// Reads `[challenge]` from the root table.
 pub(super) fn read(root: &mut TableReader<'_>, errs: &mut Errors) -> ChallengeConfig {
-    let d = ChallengeConfig::default();
     let mut t = root.table("challenge", errs);
-    let enabled = t.bool("enabled", d.enabled, errs);
-    let listen_s = t.string("listen", &d.listen.to_string(), errs);
+    let enabled = t.bool("enabled", errs);
+    let listen_s = t.string("listen", errs);
     let listen = listen_s.parse::<SocketAddr>().unwrap_or_else(|_| {
         errs.push(
             t.key("listen"),
             "must be an address and port such as 127.0.0.1:8439",
         );
-        d.listen
+        // Any value: the configuration is refused.
+        SocketAddr::from(([127, 0, 0, 1], 0))
     });
     let trusted_proxies = trusted_proxies(&mut t, errs);
-    let tls_cert = t.string("tls_cert", "", errs);
-    let tls_key = t.string("tls_key", "", errs);
+    let tls_cert = t.string("tls_cert", errs);
+    let tls_key = t.string("tls_key", errs);
     if tls_cert.is_empty() != tls_key.is_empty() {
         let missing = if tls_cert.is_empty() {
             "tls_cert"
@@ -234,21 +141,21 @@ pub(super) fn read(root: &mut TableReader<'_>, errs: &mut Errors) -> ChallengeCo
             "must be set together with the other (or both left empty)",
         );
     }
-    let public_url = t.string("public_url", "", errs);
+    let public_url = t.string("public_url", errs);
     if !public_url.is_empty() && !url_ok(&public_url) {
         errs.push(
             t.key("public_url"),
             "must be an absolute http(s) URL without quotes, spaces, ';', '$', braces or angle brackets",
         );
     }
-    let difficulty = t.int("difficulty", i64::from(d.difficulty), 8, 24, errs) as u8;
-    let timeout_minutes = t.int("timeout_minutes", d.timeout_minutes as i64, 1, 1440, errs) as u64;
-    let allow_hours = t.int("allow_hours", d.allow_hours as i64, 1, 168, errs) as u64;
-    let max_pending = t.int("max_pending", d.max_pending as i64, 16, 1_000_000, errs) as usize;
-    let map_dir = path(&mut t, "map_dir", &d.map_dir, errs);
-    let apache_file = path(&mut t, "apache_file", &d.apache_file, errs);
-    let nginx_http_file = path(&mut t, "nginx_http_file", &d.nginx_http_file, errs);
-    let nginx_server_file = path(&mut t, "nginx_server_file", &d.nginx_server_file, errs);
+    let difficulty = t.int("difficulty", errs) as u8;
+    let timeout_minutes = t.int("timeout_minutes", errs) as u64;
+    let allow_hours = t.int("allow_hours", errs) as u64;
+    let max_pending = t.int("max_pending", errs) as usize;
+    let map_dir = path(&mut t, "map_dir", errs);
+    let apache_file = path(&mut t, "apache_file", errs);
+    let nginx_http_file = path(&mut t, "nginx_http_file", errs);
+    let nginx_server_file = path(&mut t, "nginx_server_file", errs);
     let reload_command = match t.raw("reload_command") {
         None => Vec::new(),
         Some(Value::String(s)) => s.split_whitespace().map(str::to_string).collect(),

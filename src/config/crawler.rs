@@ -3,7 +3,7 @@
 //!
 //! `verified_bots` entries are checked at load and reload by rule 1
 //! ([`crate::crawler::guards`]); every error names the entry (`reputation.verified_bots[i]`
-//! and its `name`). `bot_ranges` is read once at start (`config::live::RESTART_KEYS`).
+//! and its `name`). `bot_ranges` is read once at start (its class in `config::keys::KEYS`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -46,8 +46,8 @@ const MAX_ITEMS: usize = 256;
 /// Reads the crawler keys from the `[reputation]` reader `r`.
 pub(super) fn read(r: &mut TableReader<'_>, errs: &mut Errors) -> CrawlerConfig {
     let d = CrawlerConfig::default();
-    let enabled = r.bool("bot_verify_enabled", d.enabled, errs);
-    let dns = r.string("dns_server", "", errs);
+    let enabled = r.bool("bot_verify_enabled", errs);
+    let dns = r.string("dns_server", errs);
     let dns_server = if dns.is_empty() {
         None
     } else {
@@ -73,7 +73,7 @@ pub(super) fn read(r: &mut TableReader<'_>, errs: &mut Errors) -> CrawlerConfig 
     for mut b in entries {
         let entry = b.key("");
         let entry = entry.trim_end_matches('.').to_string();
-        let name = b.string("name", "", errs);
+        let name = b.string("name", errs);
         let label = format!("entry {name:?}");
         if name.is_empty()
             || name.len() > 64
@@ -94,7 +94,7 @@ pub(super) fn read(r: &mut TableReader<'_>, errs: &mut Errors) -> CrawlerConfig 
             errs.push(b.key("name"), format!("{label}: duplicate name"));
         }
         let ua: Vec<String> = b
-            .string_list("ua_substrings", &[], errs)
+            .string_list("ua_substrings", errs)
             .into_iter()
             .map(|s| s.trim().to_ascii_lowercase())
             .collect();
@@ -117,7 +117,7 @@ pub(super) fn read(r: &mut TableReader<'_>, errs: &mut Errors) -> CrawlerConfig 
         }
         if has_rdns {
             let key = b.key("rdns_suffixes");
-            let list = b.string_list("rdns_suffixes", &[], errs);
+            let list = b.string_list("rdns_suffixes", errs);
             if list.is_empty() || list.len() > MAX_ITEMS {
                 errs.push(
                     key.clone(),
@@ -133,7 +133,7 @@ pub(super) fn read(r: &mut TableReader<'_>, errs: &mut Errors) -> CrawlerConfig 
         }
         if has_ranges {
             let key = b.key("ip_ranges");
-            let list = b.string_list("ip_ranges", &[], errs);
+            let list = b.string_list("ip_ranges", errs);
             if list.is_empty() || list.len() > MAX_ITEMS {
                 errs.push(
                     key.clone(),
@@ -160,18 +160,12 @@ pub(super) fn read(r: &mut TableReader<'_>, errs: &mut Errors) -> CrawlerConfig 
     let mut bot_ranges = d.bot_ranges.clone();
     {
         let mut t = r.table("bot_ranges", errs);
-        bot_ranges.enabled = t.bool("enabled", bot_ranges.enabled, errs);
-        bot_ranges.interval_hours = t.int(
-            "interval_hours",
-            bot_ranges.interval_hours as i64,
-            1,
-            24 * 30,
-            errs,
-        ) as u64;
+        bot_ranges.enabled = t.bool("enabled", errs);
+        bot_ranges.interval_hours = t.int("interval_hours", errs) as u64;
         let mut u = t.table("urls", errs);
         for (name, _) in crate::crawler::ranges::FEEDS {
             if u.has(name) {
-                let url = u.string(name, "", errs);
+                let url = u.string(name, errs);
                 if let Err(e) = super::alerts::validate_webhook_url(&url) {
                     errs.push(u.key(name), e);
                 }

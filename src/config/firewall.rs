@@ -29,21 +29,6 @@ impl Mode {
     }
 }
 
-/// Keys a tentative settings change may carry (the others need a restart).
-pub const RUNTIME_KEYS: &[&str] = &[
-    "mode",
-    "tcp_in",
-    "udp_in",
-    "tcp_out",
-    "infra_ips",
-    "dos_exempt_ranges",
-    "syn_flood_rate",
-    "syn_flood_burst",
-    "conn_rate",
-    "conn_rate_burst",
-    "conn_limit",
-];
-
 /// `[firewall]`, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FirewallConfig {
@@ -79,34 +64,13 @@ pub struct FirewallConfig {
     pub nft_path: String,
 }
 
-pub const DEFAULT_TCP_IN: &[u16] = &[22, 25, 53, 80, 110, 143, 443, 465, 587, 993, 995];
-pub const DEFAULT_UDP_IN: &[u16] = &[53];
-pub const DEFAULT_TCP_OUT: &[u16] = &[20, 21, 22, 25, 53, 80, 110, 113, 443, 465, 587, 993, 995];
-
-fn ports(list: &[u16]) -> Vec<PortRange> {
-    list.iter().map(|&p| PortRange { lo: p, hi: p }).collect()
-}
-
 impl Default for FirewallConfig {
+    /// The defaults of `config::keys::KEYS`.
     fn default() -> Self {
-        FirewallConfig {
-            enabled: true,
-            mode: Mode::Blocklist,
-            tcp_in: ports(DEFAULT_TCP_IN),
-            udp_in: ports(DEFAULT_UDP_IN),
-            tcp_out: ports(DEFAULT_TCP_OUT),
-            infra_ips: Vec::new(),
-            dos_exempt_ranges: Vec::new(),
-            syn_flood_rate: 100,
-            syn_flood_burst: 150,
-            conn_rate: 50,
-            conn_rate_burst: 100,
-            conn_limit: 300,
-            max_blocks: 250_000,
-            max_allows: 10_000,
-            check_interval_seconds: 2,
-            nft_path: "nft".into(),
-        }
+        read_table(
+            &mut TableReader::new(None, "firewall"),
+            &mut Errors::default(),
+        )
     }
 }
 
@@ -122,15 +86,11 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
-fn port_list(
-    t: &mut TableReader<'_>,
-    key: &'static str,
-    default: &[u16],
-    errs: &mut Errors,
-) -> Vec<PortRange> {
+fn port_list(t: &mut TableReader<'_>, key: &'static str, errs: &mut Errors) -> Vec<PortRange> {
     let name = t.key(key);
-    match t.raw(key) {
-        None => ports(default),
+    // Absent: the table's default, read the same way as a configured value.
+    match t.raw_or_default(key).as_ref() {
+        None => Vec::new(),
         Some(Value::Array(items)) => {
             let mut out = Vec::new();
             for (i, item) in items.iter().enumerate() {
@@ -160,7 +120,7 @@ fn port_list(
                 name,
                 format!("must be an array of ports, found {}", type_name(v)),
             );
-            ports(default)
+            Vec::new()
         }
     }
 }
@@ -168,7 +128,7 @@ fn port_list(
 fn net_list(t: &mut TableReader<'_>, key: &'static str, errs: &mut Errors) -> Vec<Net> {
     let name = t.key(key);
     let mut out = Vec::new();
-    for (i, s) in t.string_list(key, &[], errs).into_iter().enumerate() {
+    for (i, s) in t.string_list(key, errs).into_iter().enumerate() {
         match Net::parse(&s) {
             Ok(n) if n.is_default_route() => errs.push(
                 format!("{name}[{i}]"),
@@ -181,54 +141,29 @@ fn net_list(t: &mut TableReader<'_>, key: &'static str, errs: &mut Errors) -> Ve
     out
 }
 
-fn rate(t: &mut TableReader<'_>, key: &'static str, default: u32, errs: &mut Errors) -> u32 {
-    t.int(key, default as i64, 0, 1_000_000, errs) as u32
-}
-
 /// Reads the keys of a `[firewall]` table (the caller finishes the reader).
 pub fn read_table(t: &mut TableReader<'_>, errs: &mut Errors) -> FirewallConfig {
-    let d = FirewallConfig::default();
-    let enabled = t.bool("enabled", d.enabled, errs);
-    let mode = match t.string("mode", d.mode.as_str(), errs).as_str() {
+    let enabled = t.bool("enabled", errs);
+    let mode = match t.string("mode", errs).as_str() {
         "blocklist" => Mode::Blocklist,
         "full" => Mode::Full,
-        _ => {
-            errs.push(t.key("mode"), "must be \"blocklist\" or \"full\"");
-            d.mode
-        }
+        // `string` refused any other value and gave the default.
+        _ => Mode::Blocklist,
     };
-    let tcp_in = port_list(t, "tcp_in", DEFAULT_TCP_IN, errs);
-    let udp_in = port_list(t, "udp_in", DEFAULT_UDP_IN, errs);
-    let tcp_out = port_list(t, "tcp_out", DEFAULT_TCP_OUT, errs);
+    let tcp_in = port_list(t, "tcp_in", errs);
+    let udp_in = port_list(t, "udp_in", errs);
+    let tcp_out = port_list(t, "tcp_out", errs);
     let infra_ips = net_list(t, "infra_ips", errs);
     let dos_exempt_ranges = net_list(t, "dos_exempt_ranges", errs);
-    let syn_flood_rate = rate(t, "syn_flood_rate", d.syn_flood_rate, errs);
-    let syn_flood_burst = t.int(
-        "syn_flood_burst",
-        d.syn_flood_burst as i64,
-        1,
-        1_000_000,
-        errs,
-    ) as u32;
-    let conn_rate = rate(t, "conn_rate", d.conn_rate, errs);
-    let conn_rate_burst = t.int(
-        "conn_rate_burst",
-        d.conn_rate_burst as i64,
-        1,
-        1_000_000,
-        errs,
-    ) as u32;
-    let conn_limit = rate(t, "conn_limit", d.conn_limit, errs);
-    let max_blocks = t.int("max_blocks", d.max_blocks as i64, 1, 2_000_000, errs) as usize;
-    let max_allows = t.int("max_allows", d.max_allows as i64, 1, 100_000, errs) as usize;
-    let check_interval_seconds = t.int(
-        "check_interval_seconds",
-        d.check_interval_seconds as i64,
-        1,
-        10,
-        errs,
-    ) as u64;
-    let nft_path = t.string("nft_path", &d.nft_path, errs);
+    let syn_flood_rate = t.int("syn_flood_rate", errs) as u32;
+    let syn_flood_burst = t.int("syn_flood_burst", errs) as u32;
+    let conn_rate = t.int("conn_rate", errs) as u32;
+    let conn_rate_burst = t.int("conn_rate_burst", errs) as u32;
+    let conn_limit = t.int("conn_limit", errs) as u32;
+    let max_blocks = t.int("max_blocks", errs) as usize;
+    let max_allows = t.int("max_allows", errs) as usize;
+    let check_interval_seconds = t.int("check_interval_seconds", errs) as u64;
+    let nft_path = t.string("nft_path", errs);
     if nft_path.is_empty() || (nft_path.contains('/') && !nft_path.starts_with('/')) {
         errs.push(
             t.key("nft_path"),
@@ -311,14 +246,15 @@ impl FirewallConfig {
         t
     }
 
-    /// The run-time settings as JSON (the keys of [`RUNTIME_KEYS`]), for status answers.
+    /// The run-time settings as JSON (the [`Class::Tentative`](super::keys::Class) keys),
+    /// for status answers.
     pub fn runtime_json(&self) -> serde_json::Value {
         let t = self.to_toml();
         let mut m = serde_json::Map::new();
-        for k in RUNTIME_KEYS {
-            if let Some(v) = t.get(*k) {
+        for k in super::keys::firewall_runtime() {
+            if let Some(v) = t.get(k) {
                 m.insert(
-                    (*k).to_string(),
+                    k.to_string(),
                     serde_json::to_value(v).unwrap_or(serde_json::Value::Null),
                 );
             }
@@ -338,7 +274,7 @@ impl FirewallConfig {
         let mut table = self.to_toml();
         let base = file.to_toml();
         for (k, v) in changes {
-            if !RUNTIME_KEYS.contains(&k.as_str()) {
+            if !super::keys::firewall_runtime().any(|r| r == k) {
                 let msg = if base.contains_key(k) {
                     "cannot be changed while the daemon runs; edit the configuration file"
                 } else {

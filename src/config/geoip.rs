@@ -33,7 +33,7 @@ pub(super) fn read(root: &mut TableReader<'_>, errs: &mut Errors) -> GeoIp {
 }
 
 fn db_path(t: &mut TableReader<'_>, key: &'static str, errs: &mut Errors) -> Option<PathBuf> {
-    let value = t.string(key, "", errs);
+    let value = t.string(key, errs);
     if value.is_empty() {
         return None;
     }

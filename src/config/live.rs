@@ -3,7 +3,7 @@
 //! Guarantees:
 //! - [`Live::current`] is the last configuration a reload accepted (or the start-up one): a
 //!   reader gets one whole configuration, never a mix of two.
-//! - Keys in [`RESTART_KEYS`] are read once at start. A reload that changes one applies
+//! - Keys whose class in [`super::keys::KEYS`] is not live are read once at start. A reload that changes one applies
 //!   everything else, names the key in its answer and in [`Live::restart_required`], and the
 //!   running daemon keeps the start-up value until it restarts.
 //! - Reads take a short read lock only; nothing here touches a file.
@@ -13,137 +13,50 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
+use super::keys::{Key, KEYS};
 use super::Config;
 
-/// A key (or group of keys) that takes effect only at the next start.
-pub struct RestartKey {
-    /// Dotted name as `svc reload` reports it (`.*` for a whole table).
-    pub key: &'static str,
-    /// The value's comparable form. Never shown to anyone (it may hold a path, never a
-    /// secret: no restart key is a credential).
-    pub value: fn(&Config) -> String,
+/// The value at a key's path in `root`: `name[]` stands for the whole array, `*` for the
+/// whole table; absent keys take their default.
+fn value_at(root: &toml::value::Table, key: &Key) -> Option<toml::Value> {
+    let mut table = root;
+    let mut segments = key.path.split('.').peekable();
+    while let Some(seg) = segments.next() {
+        if seg == "*" {
+            return Some(toml::Value::Table(table.clone()));
+        }
+        if let Some(list) = seg.strip_suffix("[]") {
+            return table.get(list).cloned();
+        }
+        match (table.get(seg), segments.peek()) {
+            (None, _) => return key.default_value(),
+            (Some(v), None) => return Some(v.clone()),
+            (Some(toml::Value::Table(t)), Some(_)) => table = t,
+            (Some(v), Some(_)) => return Some(v.clone()),
+        }
+    }
+    key.default_value()
 }
 
-/// Keys read once at start (listener, state directory, TLS pair, server limits, session
-/// deadlines, check schedule and layout, GeoIP databases, firewall settings).
-pub static RESTART_KEYS: &[RestartKey] = &[
-    RestartKey {
-        key: "reputation.bot_ranges.*",
-        value: |c| format!("{:?}", c.crawler.bot_ranges),
-    },
-    RestartKey {
-        key: "logs.waf",
-        value: |c| format!("{:?}", c.engine.waf_logs),
-    },
-    RestartKey {
-        key: "waf.enabled",
-        value: |c| c.waf.enabled.to_string(),
-    },
-    RestartKey {
-        key: "state_path",
-        value: |c| c.state_path.display().to_string(),
-    },
-    RestartKey {
-        key: "webui.listen",
-        value: |c| c.webui.listen.to_string(),
-    },
-    RestartKey {
-        key: "webui.tls_cert",
-        value: |c| c.webui.tls_cert.clone(),
-    },
-    RestartKey {
-        key: "webui.tls_key",
-        value: |c| c.webui.tls_key.clone(),
-    },
-    RestartKey {
-        key: "webui.limits.*",
-        value: |c| format!("{:?}", c.webui.limits),
-    },
-    RestartKey {
-        key: "webui.session_idle_minutes",
-        value: |c| c.webui.session_idle_minutes.to_string(),
-    },
-    RestartKey {
-        key: "webui.session_max_hours",
-        value: |c| c.webui.session_max_hours.to_string(),
-    },
-    RestartKey {
-        key: "checks.critical_interval_min",
-        value: |c| c.engine.critical_interval_min.to_string(),
-    },
-    RestartKey {
-        key: "checks.deep_interval_min",
-        value: |c| c.engine.deep_interval_min.to_string(),
-    },
-    RestartKey {
-        key: "logs.mail",
-        value: |c| format!("{:?}", c.engine.mail_logs),
-    },
-    RestartKey {
-        key: "thresholds.mail_per_account_hourly",
-        value: |c| c.engine.mail_per_account_hourly.to_string(),
-    },
-    RestartKey {
-        key: "thresholds.mail_auth_failures",
-        value: |c| c.engine.mail_auth_failures.to_string(),
-    },
-    RestartKey {
-        key: "thresholds.mail_queue_size",
-        value: |c| c.engine.mail_queue_size.to_string(),
-    },
-    RestartKey {
-        key: "checks.root",
-        value: |c| c.engine.checks_root.display().to_string(),
-    },
-    RestartKey {
-        key: "checks.web_roots",
-        value: |c| format!("{:?}", c.engine.web_roots),
-    },
-    RestartKey {
-        key: "geoip.*",
-        value: |c| format!("{:?}", c.geoip),
-    },
-    // The firewall engine reads its settings at start; live changes go through the
-    // rollback timer (`svc firewall` / `/api/v1/settings/firewall/tentative-apply`).
-    RestartKey {
-        key: "firewall.*",
-        value: |c| format!("{:?}", c.firewall),
-    },
-    RestartKey {
-        key: "challenge.enabled",
-        value: |c| c.challenge.enabled.to_string(),
-    },
-    RestartKey {
-        key: "challenge.listen",
-        value: |c| c.challenge.listen.to_string(),
-    },
-    RestartKey {
-        key: "challenge.tls_cert",
-        value: |c| c.challenge.tls_cert.clone(),
-    },
-    RestartKey {
-        key: "challenge.tls_key",
-        value: |c| c.challenge.tls_key.clone(),
-    },
-    RestartKey {
-        key: "auto_response.dry_run",
-        value: |c| c.engine.auto_dry_run.to_string(),
-    },
-    // Abuse reporting: destinations, spool and senders are set up at start.
-    RestartKey {
-        key: "reputation.report",
-        value: |c| format!("{:?}", c.reputation.report),
-    },
-];
-
-/// Restart keys whose value differs between `running` (what the process started with) and
-/// `next`, in table order.
-pub fn restart_required(running: &Config, next: &Config) -> Vec<&'static str> {
-    RESTART_KEYS
-        .iter()
-        .filter(|k| (k.value)(running) != (k.value)(next))
-        .map(|k| k.key)
+/// The value of every key whose class is not live, by the name a reload reports.
+pub(super) fn restart_values(
+    root: &toml::value::Table,
+) -> Vec<(&'static str, Option<toml::Value>)> {
+    KEYS.iter()
+        .filter_map(|k| Some((k.restart_name()?, value_at(root, k))))
         .collect()
+}
+
+/// Restart keys (by the name a reload reports, a group once) whose value differs between
+/// `running` (what the process started with) and `next`, in table order.
+pub fn restart_required(running: &Config, next: &Config) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for (a, b) in running.restart_values.iter().zip(&next.restart_values) {
+        if a != b && !out.contains(&a.0) {
+            out.push(a.0);
+        }
+    }
+    out
 }
 
 /// The state directory a configuration names, read leniently: `svc reload` must reach the

@@ -9,14 +9,6 @@ use crate::mail::clamd::Endpoint;
 use crate::mail::mime::Limits;
 use crate::mail::password::AuditSettings;
 
-/// Default `mail.password_files`: Dovecot passwd-files, cPanel and DirectAdmin shadow files.
-pub const DEFAULT_PASSWORD_FILES: &[&str] = &[
-    "/etc/dovecot/users",
-    "/etc/dovecot/passwd",
-    "/home/*/etc/*/shadow",
-    "/etc/virtual/*/passwd",
-];
-
 /// `[mail]`, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MailConfig {
@@ -45,28 +37,9 @@ pub struct MailConfig {
 }
 
 impl Default for MailConfig {
+    /// The defaults of `config::keys::KEYS`.
     fn default() -> Self {
-        MailConfig {
-            enabled: false,
-            spool_path: None,
-            clamd: None,
-            clamd_off: false,
-            clamd_timeout_seconds: 60,
-            quarantine: true,
-            quarantine_path: None,
-            scan_threads: 2,
-            content_scan: true,
-            limits: Limits::default(),
-            archive: ArchiveLimits::default(),
-            password: default_password(),
-        }
-    }
-}
-
-fn default_password() -> AuditSettings {
-    AuditSettings {
-        files: DEFAULT_PASSWORD_FILES.iter().map(PathBuf::from).collect(),
-        ..AuditSettings::default()
+        read(&mut TableReader::new(None, ""), &mut Errors::default())
     }
 }
 
@@ -92,7 +65,7 @@ impl MailConfig {
 }
 
 fn opt_path(t: &mut TableReader<'_>, key: &'static str, errs: &mut Errors) -> Option<PathBuf> {
-    let v = t.string(key, "", errs);
+    let v = t.string(key, errs);
     if v.is_empty() {
         None
     } else if !v.starts_with('/') {
@@ -104,11 +77,10 @@ fn opt_path(t: &mut TableReader<'_>, key: &'static str, errs: &mut Errors) -> Op
 }
 
 pub fn read(root: &mut TableReader<'_>, errs: &mut Errors) -> MailConfig {
-    let d = MailConfig::default();
     let mut t = root.table("mail", errs);
-    let enabled = t.bool("enabled", d.enabled, errs);
+    let enabled = t.bool("enabled", errs);
     let spool_path = opt_path(&mut t, "spool_path", errs);
-    let sock = t.string("clamd_socket", "", errs);
+    let sock = t.string("clamd_socket", errs);
     let (clamd, clamd_off) = match sock.trim() {
         "" => (None, false),
         "off" => (None, true),
@@ -120,36 +92,24 @@ pub fn read(root: &mut TableReader<'_>, errs: &mut Errors) -> MailConfig {
             }
         },
     };
-    let clamd_timeout_seconds = t.int(
-        "clamd_timeout_seconds",
-        d.clamd_timeout_seconds as i64,
-        1,
-        3600,
-        errs,
-    ) as u64;
-    let quarantine = t.bool("quarantine", d.quarantine, errs);
+    let clamd_timeout_seconds = t.int("clamd_timeout_seconds", errs) as u64;
+    let quarantine = t.bool("quarantine", errs);
     let quarantine_path = opt_path(&mut t, "quarantine_path", errs);
-    let scan_threads = t.int("scan_threads", d.scan_threads as i64, 1, 16, errs) as usize;
-    let content_scan = t.bool("content_scan", d.content_scan, errs);
-    let l = d.limits;
+    let scan_threads = t.int("scan_threads", errs) as usize;
+    let content_scan = t.bool("content_scan", errs);
+    // Limits that are not configuration keys keep the parser's own values.
+    let l = Limits::default();
     let limits = Limits {
-        max_depth: t.int("max_depth", l.max_depth as i64, 1, 100, errs) as usize,
-        max_parts: t.int("max_parts", l.max_parts as i64, 1, 100_000, errs) as usize,
-        max_extract_bytes: t.int(
-            "max_extract_bytes",
-            l.max_extract_bytes as i64,
-            1024,
-            1 << 40,
-            errs,
-        ) as u64,
+        max_depth: t.int("max_depth", errs) as usize,
+        max_parts: t.int("max_parts", errs) as usize,
+        max_extract_bytes: t.int("max_extract_bytes", errs) as u64,
         ..l
     };
-    let a = d.archive;
     let archive = ArchiveLimits {
-        max_bytes: t.int("archive_max_bytes", a.max_bytes as i64, 1024, 1 << 40, errs) as u64,
-        max_files: t.int("archive_max_files", a.max_files as i64, 1, 1_000_000, errs) as usize,
-        max_ratio: t.int("archive_max_ratio", a.max_ratio as i64, 1, 100_000, errs) as u64,
-        max_depth: t.int("archive_max_depth", a.max_depth as i64, 1, 10, errs) as usize,
+        max_bytes: t.int("archive_max_bytes", errs) as u64,
+        max_files: t.int("archive_max_files", errs) as usize,
+        max_ratio: t.int("archive_max_ratio", errs) as u64,
+        max_depth: t.int("archive_max_depth", errs) as usize,
     };
     let password = read_password(&mut t, errs);
     t.finish(errs);
@@ -170,12 +130,10 @@ pub fn read(root: &mut TableReader<'_>, errs: &mut Errors) -> MailConfig {
 }
 
 fn read_password(t: &mut TableReader<'_>, errs: &mut Errors) -> AuditSettings {
-    let d = default_password();
-    let enabled = t.bool("password_audit", d.enabled, errs);
-    let defaults: Vec<&str> = DEFAULT_PASSWORD_FILES.to_vec();
+    let enabled = t.bool("password_audit", errs);
     let mut files = Vec::new();
     for (i, p) in t
-        .string_list("password_files", &defaults, errs)
+        .string_list("password_files", errs)
         .into_iter()
         .enumerate()
     {
@@ -188,28 +146,10 @@ fn read_password(t: &mut TableReader<'_>, errs: &mut Errors) -> AuditSettings {
             );
         }
     }
-    let interval_min = t.int(
-        "password_check_interval_min",
-        d.interval_min as i64,
-        1,
-        525_600,
-        errs,
-    ) as u64;
-    let slow_candidates = t.int(
-        "password_slow_candidates",
-        d.slow_candidates as i64,
-        0,
-        100_000,
-        errs,
-    ) as usize;
-    let scan_minutes = t.int(
-        "password_audit_scan_minutes",
-        d.scan_minutes as i64,
-        1,
-        720,
-        errs,
-    ) as u64;
-    let mut breach_api = t.string("breach_api", "", errs).trim().to_string();
+    let interval_min = t.int("password_check_interval_min", errs) as u64;
+    let slow_candidates = t.int("password_slow_candidates", errs) as usize;
+    let scan_minutes = t.int("password_audit_scan_minutes", errs) as u64;
+    let mut breach_api = t.string("breach_api", errs).trim().to_string();
     if !breach_api.is_empty() {
         if let Err(e) = super::alerts::validate_webhook_url(&breach_api) {
             errs.push(t.key("breach_api"), e);

@@ -12,6 +12,7 @@ pub mod challenge;
 pub mod crawler;
 pub mod firewall;
 pub mod geoip;
+pub mod keys;
 pub mod live;
 pub mod mail;
 mod merge;
@@ -34,10 +35,11 @@ use reader::{Errors, TableReader};
 pub const DEFAULT_PATH: &str = "/etc/svc/svc.toml";
 /// Name of the entry a legacy `webui.auth_token` becomes.
 pub const LEGACY_TOKEN_NAME: &str = "legacy-auth-token";
+/// Default of `webui.audit_max_entries`, for `api::audit` (a const there); the key-table
+/// test holds it equal to `keys::KEYS`.
+pub const DEFAULT_AUDIT_MAX_ENTRIES: u64 = 100_000;
 /// Shortest accepted token.
 pub const MIN_TOKEN_LEN: usize = 16;
-/// Default of `webui.audit_max_entries`.
-pub const DEFAULT_AUDIT_MAX_ENTRIES: u64 = 100_000;
 
 /// What a token may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -98,22 +100,9 @@ pub struct HttpLimits {
 }
 
 impl Default for HttpLimits {
+    /// The defaults of `config::keys::KEYS`.
     fn default() -> Self {
-        HttpLimits {
-            handshake_timeout_seconds: 10,
-            head_timeout_seconds: 10,
-            max_head_bytes: 16 * 1024,
-            max_headers: 64,
-            max_body_bytes: 1024 * 1024,
-            idle_timeout_seconds: 30,
-            write_timeout_seconds: 30,
-            body_min_bytes_per_second: 1024,
-            max_connections: 4096,
-            max_connections_per_address: 64,
-            workers: 0,
-            max_sse_subscribers: 64,
-            auth_failures_per_minute: 20,
-        }
+        read_limits(&mut TableReader::new(None, "webui"), &mut Errors::default())
     }
 }
 
@@ -219,35 +208,14 @@ pub struct Engine {
 }
 
 impl Default for Engine {
+    /// The defaults of `config::keys::KEYS`.
     fn default() -> Self {
-        Engine {
-            auth_logs: vec![
-                PathBuf::from("/var/log/auth.log"),
-                PathBuf::from("/var/log/secure"),
-            ],
-            waf_logs: Vec::new(),
-            access_logs: Vec::new(),
-            access_thresholds: crate::watch::accesslog::AccessThresholds::default(),
-            mail_logs: Vec::new(),
-            mail_per_account_hourly: 500,
-            mail_auth_failures: 10,
-            mail_queue_size: 1000,
-            watch_roots: vec![PathBuf::from("/var/www")],
-            watch_backend: "auto".into(),
-            auth_failures: 5,
-            auth_window_seconds: 600,
-            auth_max_tracked_addresses: 65_536,
-            auth_max_known_logins: 65_536,
-            auth_new_address_mail: false,
-            auto_quarantine: false,
-            auto_dry_run: true,
-            critical_interval_min: 10,
-            deep_interval_min: 60,
-            checks_root: PathBuf::from("/"),
-            web_roots: None,
-            incident_window_minutes: 60,
-            max_active_findings: crate::findings::engine::DEFAULT_MAX_ACTIVE,
-        }
+        let mut threat = threat::ThreatConfig::default();
+        read_engine(
+            &mut TableReader::new(None, ""),
+            &mut Errors::default(),
+            &mut threat,
+        )
     }
 }
 
@@ -281,6 +249,9 @@ pub struct Config {
     pub challenge: challenge::ChallengeConfig,
     /// The crawler-verification keys of `[reputation]`.
     pub crawler: crawler::CrawlerConfig,
+    /// The value of every key a reload cannot apply, as written (absent: its default), for
+    /// `live::restart_required`.
+    pub restart_values: Vec<(&'static str, Option<toml::Value>)>,
 }
 
 impl Config {
@@ -391,7 +362,7 @@ pub fn from_table(
     let mut errs = Errors::default();
     let mut r = TableReader::new(Some(root), "");
 
-    let state_path = r.string("state_path", "/var/lib/svc", &mut errs);
+    let state_path = r.string("state_path", &mut errs);
     if state_path.is_empty() || !state_path.starts_with('/') {
         errs.push("state_path", "must be an absolute path");
     }
@@ -431,12 +402,13 @@ pub fn from_table(
         reputation,
         challenge,
         crawler,
+        restart_values: live::restart_values(root),
     })
 }
 
 fn read_webui(root: &mut TableReader<'_>, errs: &mut Errors) -> WebUi {
     let mut w = root.table("webui", errs);
-    let listen_s = w.string("listen", "0.0.0.0:9443", errs);
+    let listen_s = w.string("listen", errs);
     let listen = match listen_s.parse::<SocketAddr>() {
         Ok(a) => a,
         Err(_) => {
@@ -444,11 +416,12 @@ fn read_webui(root: &mut TableReader<'_>, errs: &mut Errors) -> WebUi {
                 w.key("listen"),
                 "must be an address and port such as 0.0.0.0:9443",
             );
-            SocketAddr::from(([0, 0, 0, 0], 9443))
+            // Any value: the configuration is refused.
+            SocketAddr::from(([0, 0, 0, 0], 0))
         }
     };
-    let tls_cert = w.string("tls_cert", "", errs);
-    let tls_key = w.string("tls_key", "", errs);
+    let tls_cert = w.string("tls_cert", errs);
+    let tls_key = w.string("tls_key", errs);
     if tls_cert.is_empty() != tls_key.is_empty() {
         let missing = if tls_cert.is_empty() {
             "tls_cert"
@@ -460,38 +433,32 @@ fn read_webui(root: &mut TableReader<'_>, errs: &mut Errors) -> WebUi {
             "must be set together with the other (or both left empty)",
         );
     }
-    let metrics_token = w.string("metrics_token", "", errs);
+    let metrics_token = w.string("metrics_token", errs);
     if !metrics_token.is_empty() && metrics_token.chars().count() < MIN_TOKEN_LEN {
         errs.push(
             w.key("metrics_token"),
             format!("must be at least {MIN_TOKEN_LEN} characters"),
         );
     }
-    let auth_token = w.string("auth_token", "", errs);
+    let auth_token = w.string("auth_token", errs);
     if !auth_token.is_empty() && auth_token.chars().count() < MIN_TOKEN_LEN {
         errs.push(
             w.key("auth_token"),
             format!("must be at least {MIN_TOKEN_LEN} characters"),
         );
     }
-    let session_idle_minutes = w.int("session_idle_minutes", 30, 1, 7 * 24 * 60, errs) as u64;
-    let session_max_hours = w.int("session_max_hours", 12, 1, 24 * 365, errs) as u64;
-    let audit_max_entries = w.int(
-        "audit_max_entries",
-        DEFAULT_AUDIT_MAX_ENTRIES as i64,
-        200,
-        100_000_000,
-        errs,
-    ) as u64;
+    let session_idle_minutes = w.int("session_idle_minutes", errs) as u64;
+    let session_max_hours = w.int("session_max_hours", errs) as u64;
+    let audit_max_entries = w.int("audit_max_entries", errs) as u64;
 
     let mut tokens = Vec::new();
     let mut by_name: HashMap<String, String> = HashMap::new();
     let mut by_value: HashMap<String, String> = HashMap::new();
     for mut t in w.table_list("tokens", errs) {
         let here = t.key("").trim_end_matches('.').to_string();
-        let name = t.string("name", "", errs);
-        let token = t.string("token", "", errs);
-        let scope_s = t.string("scope", "", errs);
+        let name = t.string("name", errs);
+        let token = t.string("token", errs);
+        let scope_s = t.string("scope", errs);
         let mut ok = true;
         if name.trim().is_empty() {
             errs.push(t.key("name"), "must not be empty");
@@ -523,8 +490,8 @@ fn read_webui(root: &mut TableReader<'_>, errs: &mut Errors) -> WebUi {
         let scope = match scope_s.as_str() {
             "admin" => Scope::Admin,
             "read" => Scope::Read,
+            // `string` reported it.
             _ => {
-                errs.push(t.key("scope"), "must be \"admin\" or \"read\"");
                 ok = false;
                 Scope::Read
             }
@@ -576,91 +543,64 @@ fn read_engine(
     errs: &mut Errors,
     threat: &mut threat::ThreatConfig,
 ) -> Engine {
-    let d = Engine::default();
     let mut logs = root.table("logs", errs);
-    let auth = logs.string_list("auth", &["/var/log/auth.log", "/var/log/secure"], errs);
+    let auth = logs.string_list("auth", errs);
     let auth_logs = absolute_paths(auth, &logs.key("auth"), errs);
-    let waf = logs.string_list("waf", &[], errs);
+    let waf = logs.string_list("waf", errs);
     let waf_logs = absolute_paths(waf, &logs.key("waf"), errs);
-    let mail = logs.string_list("mail", &[], errs);
+    let mail = logs.string_list("mail", errs);
     let mail_logs = absolute_paths(mail, &logs.key("mail"), errs);
-    let access = logs.string_list("access", &[], errs);
+    let access = logs.string_list("access", errs);
     let access_logs = absolute_paths(access, &logs.key("access"), errs);
     logs.finish(errs);
 
     let mut files = root.table("files", errs);
-    let watch = files.string_list("watch", &["/var/www"], errs);
+    let watch = files.string_list("watch", errs);
     let watch_roots = absolute_paths(watch, &files.key("watch"), errs);
-    let watch_backend = files.string("backend", "auto", errs);
-    if !["auto", "fanotify", "inotify"].contains(&watch_backend.as_str()) {
-        errs.push(
-            files.key("backend"),
-            "must be \"auto\", \"fanotify\" or \"inotify\"",
-        );
-    }
+    let watch_backend = files.string("backend", errs);
     files.finish(errs);
 
     let mut th = root.table("thresholds", errs);
-    let auth_failures = th.int("auth_failures", d.auth_failures as i64, 1, 1_000_000, errs) as u32;
-    let auth_window_seconds = th.int(
-        "auth_window_seconds",
-        d.auth_window_seconds as i64,
-        1,
-        7 * 86_400,
-        errs,
-    ) as u64;
-    let auth_max_tracked_addresses =
-        th.int("auth_max_tracked_addresses", 65_536, 16, 10_000_000, errs) as usize;
-    let auth_max_known_logins =
-        th.int("auth_max_known_logins", 65_536, 16, 10_000_000, errs) as usize;
-    let auth_new_address_mail = th.bool("auth_new_address_mail", false, errs);
-    let mail_per_account_hourly =
-        th.int("mail_per_account_hourly", 500, 1, 10_000_000, errs) as u32;
-    let mail_auth_failures = th.int("mail_auth_failures", 10, 1, 1_000_000, errs) as u32;
-    let mail_queue_size = th.int("mail_queue_size", 1000, 1, 100_000_000, errs) as u64;
+    let auth_failures = th.int("auth_failures", errs) as u32;
+    let auth_window_seconds = th.int("auth_window_seconds", errs) as u64;
+    let auth_max_tracked_addresses = th.int("auth_max_tracked_addresses", errs) as usize;
+    let auth_max_known_logins = th.int("auth_max_known_logins", errs) as usize;
+    let auth_new_address_mail = th.bool("auth_new_address_mail", errs);
+    let mail_per_account_hourly = th.int("mail_per_account_hourly", errs) as u32;
+    let mail_auth_failures = th.int("mail_auth_failures", errs) as u32;
+    let mail_queue_size = th.int("mail_queue_size", errs) as u64;
     let access_thresholds = {
-        use crate::watch::accesslog::{AccessThresholds, RANGES};
-        let d = AccessThresholds::default().to_values();
-        let mut v = [0u64; 8];
-        for (i, (name, lo, hi)) in RANGES.iter().enumerate() {
-            v[i] = th.int(name, d[i] as i64, *lo as i64, *hi as i64, errs) as u64;
-        }
-        AccessThresholds::from_values(v)
+        use crate::watch::accesslog::{AccessThresholds, NAMES};
+        AccessThresholds::from_values(NAMES.map(|name| th.int(name, errs) as u64))
     };
     th.finish(errs);
 
     let mut ar = root.table("auto_response", errs);
-    let auto_quarantine = ar.bool("quarantine", false, errs);
-    let auto_dry_run = ar.bool("dry_run", true, errs);
+    let auto_quarantine = ar.bool("quarantine", errs);
+    let auto_dry_run = ar.bool("dry_run", errs);
     threat::read_auto_response(&mut ar, errs, threat);
     ar.finish(errs);
 
     let mut ck = root.table("checks", errs);
-    let critical_interval_min = ck.int("critical_interval_min", 10, 0, 7 * 24 * 60, errs) as u64;
-    let deep_interval_min = ck.int("deep_interval_min", 60, 0, 7 * 24 * 60, errs) as u64;
-    let checks_root = ck.string("root", "/", errs);
+    let critical_interval_min = ck.int("critical_interval_min", errs) as u64;
+    let deep_interval_min = ck.int("deep_interval_min", errs) as u64;
+    let checks_root = ck.string("root", errs);
     if !checks_root.starts_with('/') {
         errs.push(ck.key("root"), "must be an absolute path");
     }
     let web_roots = if ck.has("web_roots") {
         let key = ck.key("web_roots");
-        let list = ck.string_list("web_roots", &[], errs);
+        let list = ck.string_list("web_roots", errs);
         Some(absolute_paths(list, &key, errs))
     } else {
         None
     };
     ck.finish(errs);
     let mut inc = root.table("incidents", errs);
-    let incident_window_minutes = inc.int("window_minutes", 60, 1, 7 * 24 * 60, errs) as u64;
+    let incident_window_minutes = inc.int("window_minutes", errs) as u64;
     inc.finish(errs);
     let mut fi = root.table("findings", errs);
-    let max_active_findings = fi.int(
-        "max_active",
-        d.max_active_findings as i64,
-        10,
-        10_000_000,
-        errs,
-    ) as usize;
+    let max_active_findings = fi.int("max_active", errs) as usize;
     fi.finish(errs);
     Engine {
         max_active_findings,
@@ -690,83 +630,21 @@ fn read_engine(
 }
 
 fn read_limits(w: &mut TableReader<'_>, errs: &mut Errors) -> HttpLimits {
-    let d = HttpLimits::default();
     let mut l = w.table("limits", errs);
     let out = HttpLimits {
-        handshake_timeout_seconds: l.int(
-            "handshake_timeout_seconds",
-            d.handshake_timeout_seconds as i64,
-            1,
-            300,
-            errs,
-        ) as u64,
-        head_timeout_seconds: l.int(
-            "head_timeout_seconds",
-            d.head_timeout_seconds as i64,
-            1,
-            300,
-            errs,
-        ) as u64,
-        max_head_bytes: l.int(
-            "max_head_bytes",
-            d.max_head_bytes as i64,
-            1024,
-            1024 * 1024,
-            errs,
-        ) as usize,
-        max_headers: l.int("max_headers", d.max_headers as i64, 8, 1024, errs) as usize,
-        max_body_bytes: l.int(
-            "max_body_bytes",
-            d.max_body_bytes as i64,
-            1024,
-            64 * 1024 * 1024,
-            errs,
-        ) as usize,
-        idle_timeout_seconds: l.int(
-            "idle_timeout_seconds",
-            d.idle_timeout_seconds as i64,
-            1,
-            3600,
-            errs,
-        ) as u64,
-        write_timeout_seconds: l.int(
-            "write_timeout_seconds",
-            d.write_timeout_seconds as i64,
-            1,
-            3600,
-            errs,
-        ) as u64,
-        body_min_bytes_per_second: l.int(
-            "body_min_bytes_per_second",
-            d.body_min_bytes_per_second as i64,
-            1,
-            1 << 30,
-            errs,
-        ) as u64,
-        max_connections: l.int("max_connections", d.max_connections as i64, 1, 65_536, errs)
-            as usize,
-        max_connections_per_address: l.int(
-            "max_connections_per_address",
-            d.max_connections_per_address as i64,
-            1,
-            65_536,
-            errs,
-        ) as usize,
-        workers: l.int("workers", d.workers as i64, 0, 256, errs) as usize,
-        max_sse_subscribers: l.int(
-            "max_sse_subscribers",
-            d.max_sse_subscribers as i64,
-            1,
-            4096,
-            errs,
-        ) as usize,
-        auth_failures_per_minute: l.int(
-            "auth_failures_per_minute",
-            d.auth_failures_per_minute as i64,
-            1,
-            100_000,
-            errs,
-        ) as u32,
+        handshake_timeout_seconds: l.int("handshake_timeout_seconds", errs) as u64,
+        head_timeout_seconds: l.int("head_timeout_seconds", errs) as u64,
+        max_head_bytes: l.int("max_head_bytes", errs) as usize,
+        max_headers: l.int("max_headers", errs) as usize,
+        max_body_bytes: l.int("max_body_bytes", errs) as usize,
+        idle_timeout_seconds: l.int("idle_timeout_seconds", errs) as u64,
+        write_timeout_seconds: l.int("write_timeout_seconds", errs) as u64,
+        body_min_bytes_per_second: l.int("body_min_bytes_per_second", errs) as u64,
+        max_connections: l.int("max_connections", errs) as usize,
+        max_connections_per_address: l.int("max_connections_per_address", errs) as usize,
+        workers: l.int("workers", errs) as usize,
+        max_sse_subscribers: l.int("max_sse_subscribers", errs) as usize,
+        auth_failures_per_minute: l.int("auth_failures_per_minute", errs) as u32,
     };
     l.finish(errs);
     out
@@ -898,7 +776,7 @@ mod tests {
     fn audit_retention_is_configurable_within_bounds() {
         assert_eq!(
             check("").unwrap().webui.audit_max_entries,
-            DEFAULT_AUDIT_MAX_ENTRIES
+            keys::int_default("webui.audit_max_entries") as u64
         );
         assert_eq!(
             check("[webui]\naudit_max_entries = 5000\n")

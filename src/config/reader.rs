@@ -2,10 +2,19 @@
 //!
 //! Each key is read exactly once through a [`TableReader`]; keys that were never read are
 //! reported as unknown by [`TableReader::finish`]. Errors name the full dotted key, with list
-//! indexes, e.g. `webui.tokens[1].scope: must be "admin" or "read"`.
+//! indexes, e.g. `webui.tokens[1].scope: must be "admin" or "read"`. Defaults, ranges and
+//! choices come from [`super::keys::KEYS`]: a read site names only the key.
 
 use toml::value::Table;
 use toml::Value;
+
+use super::keys::{self, Kind};
+
+#[cfg(test)]
+thread_local! {
+    /// Every key path a reader asked for on this thread (tests compare it with `KEYS`).
+    pub(crate) static ASKED: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// One configuration error, naming its key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +51,16 @@ fn join(prefix: &str, key: &str) -> String {
         key.to_string()
     } else {
         format!("{prefix}.{key}")
+    }
+}
+
+/// `must be "a", "b" or "c"`.
+pub fn choice_message(choices: &[&str]) -> String {
+    let quoted: Vec<String> = choices.iter().map(|c| format!("{c:?}")).collect();
+    match quoted.split_last() {
+        Some((last, [])) => format!("must be {last}"),
+        Some((last, rest)) => format!("must be {} or {last}", rest.join(", ")),
+        None => "must be set".to_string(),
     }
 }
 
@@ -82,7 +101,25 @@ impl<'a> TableReader<'a> {
         join(&self.prefix, key)
     }
 
+    /// The table entry of `key`; a key missing from [`keys::KEYS`] is a bug the key-table
+    /// test catches (release builds read it with no default and no range).
+    fn spec(&self, key: &str) -> Option<&'static keys::Key> {
+        let found = keys::find(&self.key(key));
+        debug_assert!(
+            found.is_some(),
+            "{} is not in config::keys::KEYS",
+            self.key(key)
+        );
+        found
+    }
+
+    fn default_of(&self, key: &str) -> Option<Value> {
+        self.spec(key).and_then(keys::Key::default_value)
+    }
+
     fn get(&mut self, key: &'a str) -> Option<&'a Value> {
+        #[cfg(test)]
+        ASKED.with(|a| a.borrow_mut().push(keys::normalize(&self.key(key))));
         let table = self.table?;
         let (k, v) = table.get_key_value(key)?;
         self.seen.push(k.as_str());
@@ -94,21 +131,49 @@ impl<'a> TableReader<'a> {
         self.get(key)
     }
 
-    pub fn string(&mut self, key: &'a str, default: &str, errs: &mut Errors) -> String {
+    /// The raw value of `key`, or its default from the table when absent.
+    pub fn raw_or_default(&mut self, key: &'a str) -> Option<Value> {
         match self.get(key) {
-            None => default.to_string(),
+            Some(v) => Some(v.clone()),
+            None => self.default_of(key),
+        }
+    }
+
+    /// A string (the table's default when absent, empty when it has none); a
+    /// [`Kind::Choice`] key must be one of its choices (and set when it has no default).
+    pub fn string(&mut self, key: &'a str, errs: &mut Errors) -> String {
+        let default = match self.default_of(key) {
+            Some(Value::String(s)) => s,
+            _ => String::new(),
+        };
+        let choices = match self.spec(key).map(|k| k.kind) {
+            Some(Kind::Choice(c)) => Some(c),
+            _ => None,
+        };
+        let v = match self.get(key) {
+            // A choice without a default must be set.
+            None if default.is_empty() && choices.is_some() => String::new(),
+            None => return default,
             Some(Value::String(s)) => s.clone(),
             Some(v) => {
                 errs.push(
                     self.key(key),
                     format!("must be a string, found {}", type_name(v)),
                 );
-                default.to_string()
+                return default;
+            }
+        };
+        if let Some(choices) = choices {
+            if !choices.contains(&v.as_str()) {
+                errs.push(self.key(key), choice_message(choices));
+                return default;
             }
         }
+        v
     }
 
-    pub fn bool(&mut self, key: &'a str, default: bool, errs: &mut Errors) -> bool {
+    pub fn bool(&mut self, key: &'a str, errs: &mut Errors) -> bool {
+        let default = matches!(self.default_of(key), Some(Value::Boolean(true)));
         match self.get(key) {
             None => default,
             Some(Value::Boolean(b)) => *b,
@@ -122,15 +187,17 @@ impl<'a> TableReader<'a> {
         }
     }
 
-    /// An integer within `min..=max`.
-    pub fn int(
-        &mut self,
-        key: &'a str,
-        default: i64,
-        min: i64,
-        max: i64,
-        errs: &mut Errors,
-    ) -> i64 {
+    /// An integer within the key's range.
+    pub fn int(&mut self, key: &'a str, errs: &mut Errors) -> i64 {
+        let spec = self.spec(key);
+        let default = spec
+            .and_then(keys::Key::default_value)
+            .and_then(|v| v.as_integer())
+            .unwrap_or(0);
+        let (min, max) = match spec.map(|k| k.kind) {
+            Some(Kind::Int(lo, hi)) => (lo, hi),
+            _ => (i64::MIN, i64::MAX),
+        };
         match self.get(key) {
             None => default,
             Some(Value::Integer(i)) if (min..=max).contains(i) => *i,
@@ -151,14 +218,16 @@ impl<'a> TableReader<'a> {
         }
     }
 
-    pub fn string_list(
-        &mut self,
-        key: &'a str,
-        default: &[&str],
-        errs: &mut Errors,
-    ) -> Vec<String> {
+    pub fn string_list(&mut self, key: &'a str, errs: &mut Errors) -> Vec<String> {
+        let default: Vec<String> = match self.default_of(key) {
+            Some(Value::Array(items)) => items
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect(),
+            _ => Vec::new(),
+        };
         match self.get(key) {
-            None => default.iter().map(|s| s.to_string()).collect(),
+            None => default,
             Some(Value::Array(items)) => {
                 let mut out = Vec::with_capacity(items.len());
                 for (i, item) in items.iter().enumerate() {
@@ -177,7 +246,7 @@ impl<'a> TableReader<'a> {
                     self.key(key),
                     format!("must be an array of strings, found {}", type_name(v)),
                 );
-                default.iter().map(|s| s.to_string()).collect()
+                default
             }
         }
     }

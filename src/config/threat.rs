@@ -3,7 +3,7 @@
 //!
 //! Every key here is applied live by a configuration reload (section `threat` in
 //! `daemon::reload::SECTIONS`), except `auto_response.dry_run`, which the firewall engine
-//! reads at start (`RESTART_KEYS`). Remote URLs must be `https://`; plain `http://` is
+//! reads at start (a restart key in `config::keys::KEYS`). Remote URLs must be `https://`; plain `http://` is
 //! accepted only for loopback addresses. Secrets (`reputation.ipfeed_key`) are never printed
 //! by `Debug`; tokens named by `token_env` are read from the environment at query time.
 
@@ -11,20 +11,8 @@ use std::path::PathBuf;
 
 use super::reader::{Errors, TableReader};
 
-/// Default of `threat.max_records`.
-pub const DEFAULT_MAX_RECORDS: usize = 1_000_000;
-/// Default of `threat.half_life_hours` (7 days).
-pub const DEFAULT_HALF_LIFE_HOURS: u64 = 7 * 24;
-/// Default of `auto_response.block_score`.
-pub const DEFAULT_BLOCK_SCORE: u32 = 80;
-/// Default of `auto_response.max_blocks_per_hour`.
-pub const DEFAULT_MAX_BLOCKS_PER_HOUR: u32 = 500;
-/// Default of `reputation.upstream.cache_ttl_min`.
-pub const DEFAULT_UPSTREAM_TTL_MIN: u64 = 15;
-/// Default of `reputation.ipfeed_max_per_scan` (the `checks.reputation_queries` cap).
-pub const DEFAULT_MAX_PER_SCAN: u32 = 5;
-
-/// Names of the verdict sources, in answer order (the keys of `[threat.weights]`).
+/// Names of the verdict sources, in answer order (the keys of `[threat.weights]`; their
+/// defaults are in `config::keys::KEYS`).
 pub const SOURCE_NAMES: &[&str] = &[
     "local_db",
     "blocklist",
@@ -36,9 +24,6 @@ pub const SOURCE_NAMES: &[&str] = &[
     "upstream",
     "feeds",
 ];
-
-/// Default weight (percent) of each source in [`SOURCE_NAMES`] order.
-pub const DEFAULT_WEIGHTS: &[u32] = &[100, 100, 100, 100, 0, 80, 60, 80, 70];
 
 /// `[threat]` and the auto-block keys of `[auto_response]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,24 +64,35 @@ pub struct ThreatConfig {
 }
 
 impl Default for ThreatConfig {
+    /// The defaults of `config::keys::KEYS`.
     fn default() -> Self {
-        ThreatConfig {
-            max_records: DEFAULT_MAX_RECORDS,
-            half_life_hours: DEFAULT_HALF_LIFE_HOURS,
-            verdict_deadline_ms: 2000,
-            event_retention_days: 90,
-            max_events: 5_000_000,
+        // Every field is overwritten by the two readers below.
+        let mut c = ThreatConfig {
+            max_records: 0,
+            half_life_hours: 0,
+            verdict_deadline_ms: 0,
+            event_retention_days: 0,
+            max_events: 0,
             watched_countries: Vec::new(),
-            watched_country_score: 20,
-            digest_interval_minutes: 60,
-            undo_minutes: 60,
-            weights: DEFAULT_WEIGHTS.to_vec(),
-            auto_block: true,
-            block_score: DEFAULT_BLOCK_SCORE,
-            max_blocks_per_hour: DEFAULT_MAX_BLOCKS_PER_HOUR,
-            block_hours: 24,
-            http_scanner_action: "block".to_string(),
-        }
+            watched_country_score: 0,
+            digest_interval_minutes: 0,
+            undo_minutes: 0,
+            weights: Vec::new(),
+            auto_block: false,
+            block_score: 0,
+            max_blocks_per_hour: 0,
+            block_hours: 0,
+            http_scanner_action: String::new(),
+        };
+        let mut errs = Errors::default();
+        let mut root = TableReader::new(None, "");
+        read_threat(&mut root, &mut errs, &mut c);
+        read_auto_response(
+            &mut root.table("auto_response", &mut errs),
+            &mut errs,
+            &mut c,
+        );
+        c
     }
 }
 
@@ -198,23 +194,20 @@ pub struct ReputationConfig {
 }
 
 impl Default for ReputationConfig {
+    /// The defaults of `config::keys::KEYS`.
     fn default() -> Self {
-        ReputationConfig {
-            ca_file: None,
-            timeout_seconds: 10,
-            ipfeed: None,
-            spamfilter: None,
-            upstream: None,
-            rdap: None,
-            feeds: Vec::new(),
-            report: Default::default(),
-        }
+        let mut crawler = super::crawler::CrawlerConfig::default();
+        read_reputation(
+            &mut TableReader::new(None, ""),
+            &mut Errors::default(),
+            &mut crawler,
+        )
     }
 }
 
 /// A remote URL: `https://`, or `http://` to a loopback address only.
-fn url(t: &mut TableReader<'_>, key: &'static str, default: &str, errs: &mut Errors) -> String {
-    let u = t.string(key, default, errs);
+fn url(t: &mut TableReader<'_>, key: &'static str, errs: &mut Errors) -> String {
+    let u = t.string(key, errs);
     if u.is_empty() {
         errs.push(t.key(key), "must be set");
     } else if let Err(e) = super::alerts::validate_webhook_url(&u) {
@@ -224,7 +217,7 @@ fn url(t: &mut TableReader<'_>, key: &'static str, default: &str, errs: &mut Err
 }
 
 fn env_name(t: &mut TableReader<'_>, key: &'static str, errs: &mut Errors) -> String {
-    let v = t.string(key, "", errs);
+    let v = t.string(key, errs);
     let ok = v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
         && !v.starts_with(|c: char| c.is_ascii_digit());
     if !ok || v.len() > 128 {
@@ -238,35 +231,16 @@ fn env_name(t: &mut TableReader<'_>, key: &'static str, errs: &mut Errors) -> St
 
 /// Reads `[threat]` (with `[threat.weights]`).
 pub(super) fn read_threat(root: &mut TableReader<'_>, errs: &mut Errors, c: &mut ThreatConfig) {
-    let d = ThreatConfig::default();
     let mut t = root.table("threat", errs);
-    c.max_records = t.int("max_records", d.max_records as i64, 1_000, 20_000_000, errs) as usize;
-    c.half_life_hours = t.int(
-        "half_life_hours",
-        d.half_life_hours as i64,
-        1,
-        24 * 365,
-        errs,
-    ) as u64;
-    c.verdict_deadline_ms = t.int(
-        "verdict_deadline_ms",
-        d.verdict_deadline_ms as i64,
-        50,
-        30_000,
-        errs,
-    ) as u64;
-    c.event_retention_days = t.int(
-        "event_retention_days",
-        d.event_retention_days as i64,
-        1,
-        3650,
-        errs,
-    ) as u64;
-    c.max_events = t.int("max_events", d.max_events as i64, 1_000, 100_000_000, errs) as u64;
+    c.max_records = t.int("max_records", errs) as usize;
+    c.half_life_hours = t.int("half_life_hours", errs) as u64;
+    c.verdict_deadline_ms = t.int("verdict_deadline_ms", errs) as u64;
+    c.event_retention_days = t.int("event_retention_days", errs) as u64;
+    c.max_events = t.int("max_events", errs) as u64;
     let key = t.key("watched_countries");
     let mut countries = Vec::new();
     for (i, s) in t
-        .string_list("watched_countries", &[], errs)
+        .string_list("watched_countries", errs)
         .into_iter()
         .enumerate()
     {
@@ -283,26 +257,13 @@ pub(super) fn read_threat(root: &mut TableReader<'_>, errs: &mut Errors, c: &mut
         }
     }
     c.watched_countries = countries;
-    c.watched_country_score = t.int(
-        "watched_country_score",
-        i64::from(d.watched_country_score),
-        0,
-        100,
-        errs,
-    ) as u32;
-    c.digest_interval_minutes = t.int(
-        "digest_interval_minutes",
-        d.digest_interval_minutes as i64,
-        1,
-        7 * 24 * 60,
-        errs,
-    ) as u64;
-    c.undo_minutes = t.int("undo_minutes", d.undo_minutes as i64, 1, 24 * 60, errs) as u64;
+    c.watched_country_score = t.int("watched_country_score", errs) as u32;
+    c.digest_interval_minutes = t.int("digest_interval_minutes", errs) as u64;
+    c.undo_minutes = t.int("undo_minutes", errs) as u64;
     let mut w = t.table("weights", errs);
     c.weights = SOURCE_NAMES
         .iter()
-        .zip(DEFAULT_WEIGHTS)
-        .map(|(name, def)| w.int(name, i64::from(*def), 0, 100, errs) as u32)
+        .map(|name| w.int(name, errs) as u32)
         .collect();
     w.finish(errs);
     t.finish(errs);
@@ -314,24 +275,12 @@ pub(super) fn read_auto_response(
     errs: &mut Errors,
     c: &mut ThreatConfig,
 ) {
-    let d = ThreatConfig::default();
-    c.auto_block = ar.bool("block", d.auto_block, errs);
-    c.block_score = ar.int("block_score", i64::from(d.block_score), 1, 100, errs) as u32;
-    c.max_blocks_per_hour = ar.int(
-        "max_blocks_per_hour",
-        i64::from(d.max_blocks_per_hour),
-        1,
-        1_000_000,
-        errs,
-    ) as u32;
-    c.block_hours = ar.int("block_hours", d.block_hours as i64, 1, 24 * 365, errs) as u64;
-    c.http_scanner_action = ar.string("http_scanner_action", &d.http_scanner_action, errs);
-    if !["block", "challenge"].contains(&c.http_scanner_action.as_str()) {
-        errs.push(
-            ar.key("http_scanner_action"),
-            "must be \"block\" or \"challenge\"",
-        );
-    }
+    c.auto_block = ar.bool("block", errs);
+    c.block_score = ar.int("block_score", errs) as u32;
+    c.max_blocks_per_hour = ar.int("max_blocks_per_hour", errs) as u32;
+    c.block_hours = ar.int("block_hours", errs) as u64;
+    // A `Choice` key: `string` refuses anything but its choices.
+    c.http_scanner_action = ar.string("http_scanner_action", errs);
 }
 
 /// Reads `[reputation]`. Issue-specific sub-tables (crawler verification, abuse reports)
@@ -341,10 +290,9 @@ pub(super) fn read_reputation(
     errs: &mut Errors,
     crawler: &mut super::crawler::CrawlerConfig,
 ) -> ReputationConfig {
-    let d = ReputationConfig::default();
     let mut r = root.table("reputation", errs);
     *crawler = super::crawler::read(&mut r, errs);
-    let ca = r.string("ca_file", "", errs);
+    let ca = r.string("ca_file", errs);
     let ca_file = if ca.is_empty() {
         None
     } else if !ca.starts_with('/') {
@@ -353,18 +301,12 @@ pub(super) fn read_reputation(
     } else {
         Some(PathBuf::from(ca))
     };
-    let timeout_seconds = r.int("timeout_seconds", d.timeout_seconds as i64, 1, 60, errs) as u64;
-    let key = r.string("ipfeed_key", "", errs);
-    let feed_url = r.string("ipfeed_url", "https://api.abuseipdb.com/api/v2/check", errs);
-    let daily_quota = r.int("ipfeed_daily_quota", 1000, 1, 10_000_000, errs) as u32;
-    let cache_hours = r.int("ipfeed_cache_hours", 24, 1, 24 * 30, errs) as u64;
-    let max_per_scan = r.int(
-        "ipfeed_max_per_scan",
-        i64::from(DEFAULT_MAX_PER_SCAN),
-        0,
-        1000,
-        errs,
-    ) as u32;
+    let timeout_seconds = r.int("timeout_seconds", errs) as u64;
+    let key = r.string("ipfeed_key", errs);
+    let feed_url = r.string("ipfeed_url", errs);
+    let daily_quota = r.int("ipfeed_daily_quota", errs) as u32;
+    let cache_hours = r.int("ipfeed_cache_hours", errs) as u64;
+    let max_per_scan = r.int("ipfeed_max_per_scan", errs) as u32;
     let ipfeed = if key.is_empty() {
         None
     } else {
@@ -384,9 +326,9 @@ pub(super) fn read_reputation(
     };
     let spamfilter = if r.has("spamfilter") {
         let mut s = r.table("spamfilter", errs);
-        let url = url(&mut s, "url", "", errs);
+        let url = url(&mut s, "url", errs);
         let token_env = env_name(&mut s, "token_env", errs);
-        let refresh_seconds = s.int("refresh_seconds", 60, 5, 3600, errs) as u64;
+        let refresh_seconds = s.int("refresh_seconds", errs) as u64;
         s.finish(errs);
         Some(SpamFilterConfig {
             url,
@@ -398,17 +340,11 @@ pub(super) fn read_reputation(
     };
     let upstream = if r.has("upstream") {
         let mut u = r.table("upstream", errs);
-        let url = url(&mut u, "url", "", errs);
+        let url = url(&mut u, "url", errs);
         let token_env = env_name(&mut u, "token_env", errs);
-        let cache_ttl_min = u.int(
-            "cache_ttl_min",
-            DEFAULT_UPSTREAM_TTL_MIN as i64,
-            1,
-            24 * 60,
-            errs,
-        ) as u64;
-        let failure_threshold = u.int("failure_threshold", 5, 1, 1000, errs) as u32;
-        let cooldown_seconds = u.int("cooldown_seconds", 30, 1, 3600, errs) as u64;
+        let cache_ttl_min = u.int("cache_ttl_min", errs) as u64;
+        let failure_threshold = u.int("failure_threshold", errs) as u32;
+        let cooldown_seconds = u.int("cooldown_seconds", errs) as u64;
         u.finish(errs);
         Some(UpstreamConfig {
             url,
@@ -422,8 +358,8 @@ pub(super) fn read_reputation(
     };
     let rdap = if r.has("rdap") {
         let mut t = r.table("rdap", errs);
-        let enabled = t.bool("enabled", true, errs);
-        let url = url(&mut t, "url", "https://rdap.org/ip/", errs);
+        let enabled = t.bool("enabled", errs);
+        let url = url(&mut t, "url", errs);
         t.finish(errs);
         enabled.then_some(RdapConfig { url })
     } else {
@@ -431,7 +367,7 @@ pub(super) fn read_reputation(
     };
     let mut feeds: Vec<FeedConfig> = Vec::new();
     for mut f in r.table_list("feeds", errs) {
-        let name = f.string("name", "", errs);
+        let name = f.string("name", errs);
         if name.is_empty()
             || name.len() > 64
             || !name
@@ -445,9 +381,9 @@ pub(super) fn read_reputation(
         } else if feeds.iter().any(|x| x.name == name) {
             errs.push(f.key("name"), format!("duplicate feed name {name:?}"));
         }
-        let url = url(&mut f, "url", "", errs);
-        let refresh_hours = f.int("refresh_hours", 24, 1, 24 * 30, errs) as u64;
-        let score = f.int("score", 70, 1, 100, errs) as u32;
+        let url = url(&mut f, "url", errs);
+        let refresh_hours = f.int("refresh_hours", errs) as u64;
+        let score = f.int("score", errs) as u32;
         f.finish(errs);
         feeds.push(FeedConfig {
             name,

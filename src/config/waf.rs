@@ -44,20 +44,9 @@ pub struct WafConfig {
 }
 
 impl Default for WafConfig {
+    /// The defaults of `config::keys::KEYS`.
     fn default() -> Self {
-        WafConfig {
-            enabled: true,
-            rules_file: None,
-            overrides_file: None,
-            reload_command: Vec::new(),
-            reload_timeout_seconds: 60,
-            escalation_denies: 3,
-            escalation_window_minutes: 10,
-            rules_stale_days: 90,
-            event_retention_days: 30,
-            max_events: 1_000_000,
-            max_tracked_addresses: 65_536,
-        }
+        read(&mut TableReader::new(None, ""), &mut Errors::default())
     }
 }
 
@@ -78,67 +67,8 @@ impl WafConfig {
     }
 }
 
-/// Keys of `[waf]` with their meaning (docs and `svc waf --help` read this).
-pub const KEYS: &[(&str, &str, &str)] = &[
-    (
-        "waf.enabled",
-        "true",
-        "run the WAF integration (detection, rule check, log collector)",
-    ),
-    (
-        "waf.rules_file",
-        "(unset)",
-        "where svc's ModSecurity rules are deployed (absolute path)",
-    ),
-    (
-        "waf.overrides_file",
-        "(unset)",
-        "SecRuleRemoveById file the daemon writes (absolute path; include it after the rules)",
-    ),
-    (
-        "waf.reload_command",
-        "(unset)",
-        "web-server reload command (argv array or a string split on spaces; no shell)",
-    ),
-    (
-        "waf.reload_timeout_seconds",
-        "60",
-        "deadline of one reload run (1-600)",
-    ),
-    (
-        "waf.escalation_denies",
-        "3",
-        "denies from one address within the window that raise modsec_block_escalation (1-10000)",
-    ),
-    (
-        "waf.escalation_window_minutes",
-        "10",
-        "escalation window (1-1440)",
-    ),
-    (
-        "waf.rules_stale_days",
-        "90",
-        "rule trees older than this raise waf_status (1-3650)",
-    ),
-    (
-        "waf.event_retention_days",
-        "30",
-        "WAF events kept this long (1-3650)",
-    ),
-    (
-        "waf.max_events",
-        "1000000",
-        "WAF events kept at most (1000-100000000)",
-    ),
-    (
-        "waf.max_tracked_addresses",
-        "65536",
-        "addresses with an open escalation window at once (16-10000000)",
-    ),
-];
-
 fn absolute(t: &mut TableReader<'_>, key: &'static str, errs: &mut Errors) -> Option<PathBuf> {
-    let v = t.string(key, "", errs);
+    let v = t.string(key, errs);
     if v.is_empty() {
         return None;
     }
@@ -194,51 +124,19 @@ fn command(t: &mut TableReader<'_>, errs: &mut Errors) -> Vec<String> {
 
 /// Reads `[waf]` from the root table.
 pub(super) fn read(root: &mut TableReader<'_>, errs: &mut Errors) -> WafConfig {
-    let d = WafConfig::default();
     let mut t = root.table("waf", errs);
     let cfg = WafConfig {
-        enabled: t.bool("enabled", d.enabled, errs),
+        enabled: t.bool("enabled", errs),
         rules_file: absolute(&mut t, "rules_file", errs),
         overrides_file: absolute(&mut t, "overrides_file", errs),
         reload_command: command(&mut t, errs),
-        reload_timeout_seconds: t.int(
-            "reload_timeout_seconds",
-            d.reload_timeout_seconds as i64,
-            1,
-            600,
-            errs,
-        ) as u64,
-        escalation_denies: t.int(
-            "escalation_denies",
-            d.escalation_denies as i64,
-            1,
-            10_000,
-            errs,
-        ) as u32,
-        escalation_window_minutes: t.int(
-            "escalation_window_minutes",
-            d.escalation_window_minutes as i64,
-            1,
-            1440,
-            errs,
-        ) as u64,
-        rules_stale_days: t.int("rules_stale_days", d.rules_stale_days as i64, 1, 3650, errs)
-            as u64,
-        event_retention_days: t.int(
-            "event_retention_days",
-            d.event_retention_days as i64,
-            1,
-            3650,
-            errs,
-        ) as u64,
-        max_events: t.int("max_events", d.max_events as i64, 1000, 100_000_000, errs) as u64,
-        max_tracked_addresses: t.int(
-            "max_tracked_addresses",
-            d.max_tracked_addresses as i64,
-            16,
-            10_000_000,
-            errs,
-        ) as usize,
+        reload_timeout_seconds: t.int("reload_timeout_seconds", errs) as u64,
+        escalation_denies: t.int("escalation_denies", errs) as u32,
+        escalation_window_minutes: t.int("escalation_window_minutes", errs) as u64,
+        rules_stale_days: t.int("rules_stale_days", errs) as u64,
+        event_retention_days: t.int("event_retention_days", errs) as u64,
+        max_events: t.int("max_events", errs) as u64,
+        max_tracked_addresses: t.int("max_tracked_addresses", errs) as usize,
     };
     if let (Some(r), Some(o)) = (&cfg.rules_file, &cfg.overrides_file) {
         if r == o {

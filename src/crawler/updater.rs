@@ -29,8 +29,9 @@ pub struct UpdaterSettings {
 impl Default for UpdaterSettings {
     fn default() -> Self {
         UpdaterSettings {
-            enabled: true,
-            interval_hours: 24,
+            enabled: crate::config::keys::bool_default("reputation.bot_ranges.enabled"),
+            interval_hours: crate::config::keys::int_default("reputation.bot_ranges.interval_hours")
+                as u64,
             urls: Vec::new(),
         }
     }

@@ -5,7 +5,7 @@
 //! exactly as `svc validate` prints it. A valid one is compared section by section with the
 //! configuration in effect; each changed section in [`SECTIONS`] is handed to the subsystem
 //! that owns it, which applies it live. Keys that are read once at start
-//! ([`crate::config::live::RESTART_KEYS`]) are named in the answer and wait for a restart.
+//! (the restart class of [`crate::config::keys::KEYS`]) are named in the answer and wait for a restart.
 //!
 //! Guarantees:
 //! - All or nothing: when a section cannot be applied (a file watcher that cannot start),
@@ -21,7 +21,7 @@
 //! Adding a subsystem (firewall, threat, WAF, mail): give its handle to [`Handles`], add a
 //! [`Section`] whose `changed` compares its config section and whose `apply` calls the
 //! subsystem's own `reconfigure` with that section. Keys it cannot change live go into
-//! `RESTART_KEYS` instead.
+//! the restart class of `config::keys::KEYS` instead.
 
 use std::path::PathBuf;
 use std::sync::Arc;

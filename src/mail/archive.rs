@@ -33,10 +33,11 @@ pub struct ArchiveLimits {
 impl Default for ArchiveLimits {
     fn default() -> Self {
         ArchiveLimits {
-            max_bytes: 32 * 1024 * 1024,
-            max_files: 1000,
-            max_ratio: 100,
-            max_depth: 2,
+            // The defaults of `mail.archive_*` in the key table.
+            max_bytes: crate::config::keys::int_default("mail.archive_max_bytes") as u64,
+            max_files: crate::config::keys::int_default("mail.archive_max_files") as usize,
+            max_ratio: crate::config::keys::int_default("mail.archive_max_ratio") as u64,
+            max_depth: crate::config::keys::int_default("mail.archive_max_depth") as usize,
         }
     }
 }

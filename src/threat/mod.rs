@@ -573,12 +573,10 @@ fn auto_settings(t: &ThreatConfig, r: &ReputationConfig) -> autoblock::Settings 
         block_score: t.block_score.min(100) as u8,
         max_per_hour: t.max_blocks_per_hour,
         block_hours: t.block_hours,
-        max_per_scan: r
-            .ipfeed
-            .as_ref()
-            .map_or(crate::config::threat::DEFAULT_MAX_PER_SCAN, |f| {
-                f.max_per_scan
-            }),
+        max_per_scan: r.ipfeed.as_ref().map_or(
+            crate::config::keys::int_default("reputation.ipfeed_max_per_scan") as u32,
+            |f| f.max_per_scan,
+        ),
     }
 }
 

@@ -60,9 +60,10 @@ pub const MAX_INTERPRETATIONS: usize = 16;
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_depth: 16,
-            max_parts: 512,
-            max_extract_bytes: 100 * 1024 * 1024,
+            // The configurable limits take their defaults from the key table.
+            max_depth: crate::config::keys::int_default("mail.max_depth") as usize,
+            max_parts: crate::config::keys::int_default("mail.max_parts") as usize,
+            max_extract_bytes: crate::config::keys::int_default("mail.max_extract_bytes") as u64,
             max_interpretations: MAX_INTERPRETATIONS,
             max_header_bytes: 256 * 1024,
             mem_part_bytes: 1024 * 1024,

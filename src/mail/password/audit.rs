@@ -87,11 +87,16 @@ pub struct AuditSettings {
 impl Default for AuditSettings {
     fn default() -> Self {
         AuditSettings {
-            enabled: true,
+            // The defaults of the `mail.password_*` keys; no files (the configuration's
+            // default list is read by `config::mail`).
+            enabled: crate::config::keys::bool_default("mail.password_audit"),
             files: Vec::new(),
-            interval_min: 1440,
-            slow_candidates: 500,
-            scan_minutes: 10,
+            interval_min: crate::config::keys::int_default("mail.password_check_interval_min")
+                as u64,
+            slow_candidates: crate::config::keys::int_default("mail.password_slow_candidates")
+                as usize,
+            scan_minutes: crate::config::keys::int_default("mail.password_audit_scan_minutes")
+                as u64,
             breach_api: String::new(),
         }
     }

@@ -8,7 +8,7 @@
 //! - [`classify`](classify::classify): which checks a request counts towards;
 //! - [`AccessDetector`]: requests -> findings `wp_login_bruteforce`, `xmlrpc_abuse`,
 //!   `wp_user_enumeration`, `http_scanner_profile`, `http_ua_spoof`,
-//!   `http_claimed_bot_unverified`, with [`AccessThresholds`] (keys in [`CONFIG_KEYS`]), an
+//!   `http_claimed_bot_unverified`, with [`AccessThresholds`] (keys in [`NAMES`]), an
 //!   injected clock and a [`crate::crawler::BotOracle`];
 //! - [`logs`]: which files to follow (`logs.access` paths and glob patterns, or the
 //!   detected web servers' and panels' logs);
@@ -35,4 +35,4 @@ pub use detect::{
     CHECK_XMLRPC,
 };
 pub use parse::{parse_line, parse_line_as, AccessLine, Error as ParseError, Layout};
-pub use thresholds::{AccessThresholds, SharedThresholds, CONFIG_KEYS, RANGES};
+pub use thresholds::{AccessThresholds, SharedThresholds, NAMES};

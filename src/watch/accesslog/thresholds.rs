@@ -6,7 +6,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 /// Thresholds of the access-log detector. Each field is one key of the `[thresholds]`
-/// table; [`CONFIG_KEYS`] lists them with their ranges and defaults.
+/// table ([`NAMES`]); `config::keys::KEYS` holds their ranges and defaults.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AccessThresholds {
     /// `thresholds.http_window_seconds`: the counting window of every check, from an
@@ -33,70 +33,38 @@ pub struct AccessThresholds {
 }
 
 impl Default for AccessThresholds {
+    /// The defaults of `config::keys::KEYS`.
     fn default() -> Self {
-        AccessThresholds {
-            window_secs: 300,
-            wp_login_posts: 10,
-            xmlrpc_posts: 10,
-            user_enum_requests: 5,
-            scanner_probe_404s: 10,
-            scanner_agent_requests: 3,
-            claimed_bot_requests: 300,
-            max_tracked_addresses: 65_536,
-        }
+        AccessThresholds::from_values(
+            NAMES
+                .map(|name| crate::config::keys::int_default(&format!("thresholds.{name}")) as u64),
+        )
     }
 }
 
-/// `(config key, range and meaning)` for every field of [`AccessThresholds`], in order.
-pub const CONFIG_KEYS: &[(&str, &str)] = &[
-    (
-        "thresholds.http_window_seconds",
-        "window of every access-log check, from an address's first counted request (10-86400, default 300)",
-    ),
-    (
-        "thresholds.http_wp_login_posts",
-        "POSTs to wp-login.php from one address within the window that raise wp_login_bruteforce (1-1000000, default 10)",
-    ),
-    (
-        "thresholds.http_xmlrpc_posts",
-        "POSTs to xmlrpc.php from one address within the window that raise xmlrpc_abuse (1-1000000, default 10)",
-    ),
-    (
-        "thresholds.http_user_enum_requests",
-        "?author=N and REST users-route requests from one address within the window that raise wp_user_enumeration (1-1000000, default 5)",
-    ),
-    (
-        "thresholds.http_scanner_probe_404s",
-        "404 answers to known probe paths for one address within the window that raise http_scanner_profile (1-1000000, default 10)",
-    ),
-    (
-        "thresholds.http_scanner_agent_requests",
-        "requests with a vulnerability scanner's user agent from one address within the window that raise http_scanner_profile (1-1000000, default 3)",
-    ),
-    (
-        "thresholds.http_claimed_bot_requests",
-        "requests from one address within the window claiming a crawler that is not verified, that raise http_claimed_bot_unverified (1-10000000, default 300)",
-    ),
-    (
-        "thresholds.http_max_tracked_addresses",
-        "addresses with access-log state kept at once; the least recently active is evicted (16-10000000, default 65536)",
-    ),
+/// The `[thresholds]` key of every field, in field order; defaults, ranges and meaning are
+/// in `config::keys::KEYS`.
+pub const NAMES: [&str; 8] = [
+    "http_window_seconds",
+    "http_wp_login_posts",
+    "http_xmlrpc_posts",
+    "http_user_enum_requests",
+    "http_scanner_probe_404s",
+    "http_scanner_agent_requests",
+    "http_claimed_bot_requests",
+    "http_max_tracked_addresses",
 ];
 
-/// (key, min, max) of every numeric field, in [`CONFIG_KEYS`] order.
-pub const RANGES: &[(&str, u64, u64)] = &[
-    ("http_window_seconds", 10, 86_400),
-    ("http_wp_login_posts", 1, 1_000_000),
-    ("http_xmlrpc_posts", 1, 1_000_000),
-    ("http_user_enum_requests", 1, 1_000_000),
-    ("http_scanner_probe_404s", 1, 1_000_000),
-    ("http_scanner_agent_requests", 1, 1_000_000),
-    ("http_claimed_bot_requests", 1, 10_000_000),
-    ("http_max_tracked_addresses", 16, 10_000_000),
-];
+/// The range of `thresholds.<name>` in the key table.
+fn range(name: &str) -> (u64, u64) {
+    match crate::config::keys::find(&format!("thresholds.{name}")).map(|k| k.kind) {
+        Some(crate::config::keys::Kind::Int(lo, hi)) => (lo.max(0) as u64, hi.max(0) as u64),
+        _ => (0, u64::MAX),
+    }
+}
 
 impl AccessThresholds {
-    /// The values in [`RANGES`] order.
+    /// The values in [`NAMES`] order.
     pub fn to_values(&self) -> [u64; 8] {
         [
             self.window_secs,
@@ -110,10 +78,10 @@ impl AccessThresholds {
         ]
     }
 
-    /// Thresholds from values in [`RANGES`] order, each forced into its range.
+    /// Thresholds from values in [`NAMES`] order, each forced into its range.
     pub fn from_values(v: [u64; 8]) -> AccessThresholds {
         let c = |i: usize| {
-            let (_, lo, hi) = RANGES[i];
+            let (lo, hi) = range(NAMES[i]);
             v[i].clamp(lo, hi)
         };
         let u = |i: usize| u32::try_from(c(i)).unwrap_or(u32::MAX);
@@ -176,10 +144,10 @@ mod tests {
     fn defaults_are_in_range_and_keys_match_ranges() {
         let d = AccessThresholds::default();
         assert_eq!(d.clamped(), d);
-        assert_eq!(CONFIG_KEYS.len(), RANGES.len());
-        for ((key, _), (name, lo, hi)) in CONFIG_KEYS.iter().zip(RANGES) {
-            assert_eq!(*key, format!("thresholds.{name}"));
-            assert!(lo <= hi);
+        assert_eq!(d.window_secs, 300);
+        for name in NAMES {
+            let (lo, hi) = range(name);
+            assert!(lo <= hi && hi < u64::MAX, "{name} is in the key table");
         }
         let z = AccessThresholds::from_values([0; 8]);
         assert_eq!(

@@ -5,7 +5,7 @@
 //! - [`parse_line`]: syslog line -> [`AuthEvent`] (no regex, never panics);
 //! - [`AuthDetector`]: events -> findings `ssh_bruteforce`, `pam_bruteforce` (HIGH),
 //!   `ssh_root_login`, `auth_new_address_login` (WARNING), with [`AuthThresholds`]
-//!   (config keys in [`CONFIG_KEYS`]) and an injected clock;
+//!   (config keys in [`KEYS`]) and an injected clock;
 //! - [`AuthCollector`]: the daemon's collector: the shared log tail
 //!   ([`crate::watch::tail`]: inotify wakeups, rotation, checkpoints with fingerprints)
 //!   feeding the detector, on its own thread, with the `auth.file_source` and `auth_log`
@@ -27,4 +27,4 @@ pub use detect::{
     CHECK_SSH_BRUTEFORCE, CHECK_SSH_ROOT_LOGIN,
 };
 pub use parse::{parse_line, split_header, AuthEvent, AuthKind, AuthService, SyslogHeader};
-pub use thresholds::{AuthThresholds, SharedThresholds, ThresholdError, CONFIG_KEYS};
+pub use thresholds::{AuthThresholds, SharedThresholds, ThresholdError, KEYS};

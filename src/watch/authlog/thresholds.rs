@@ -7,7 +7,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 /// Thresholds of the authentication-log detector. Each field is one config key in the
-/// `[thresholds]` table; [`CONFIG_KEYS`] lists the names with their meaning.
+/// `[thresholds]` table; [`KEYS`] names them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AuthThresholds {
     /// `thresholds.auth_failures`: failures from one address within the window that make
@@ -28,40 +28,36 @@ pub struct AuthThresholds {
 }
 
 impl Default for AuthThresholds {
+    /// The defaults of `config::keys::KEYS`.
     fn default() -> Self {
+        use crate::config::keys::int_default;
         AuthThresholds {
-            failures: 5,
-            window_secs: 600,
-            max_tracked_addresses: 65_536,
-            max_known_logins: 65_536,
-            new_address_mail: false,
+            failures: int_default(KEYS[0]) as u32,
+            window_secs: int_default(KEYS[1]) as u64,
+            max_tracked_addresses: int_default(KEYS[2]) as usize,
+            max_known_logins: int_default(KEYS[3]) as usize,
+            new_address_mail: crate::config::keys::bool_default(KEYS[4]),
         }
     }
 }
 
-/// `(config key, meaning)` for every field of [`AuthThresholds`], in field order.
-pub const CONFIG_KEYS: &[(&str, &str)] = &[
-    (
-        "thresholds.auth_failures",
-        "failed logins from one address within the window that raise ssh_bruteforce / pam_bruteforce (1-100000, default 5)",
-    ),
-    (
-        "thresholds.auth_window_seconds",
-        "window for counting failed logins, from the address's first failure (1-604800, default 600)",
-    ),
-    (
-        "thresholds.auth_max_tracked_addresses",
-        "addresses with failure state kept at once; the least recently active is evicted (1-10000000, default 65536)",
-    ),
-    (
-        "thresholds.auth_max_known_logins",
-        "(user, address) pairs remembered for auth_new_address_login (1-10000000, default 65536)",
-    ),
-    (
-        "thresholds.auth_new_address_mail",
-        "report Dovecot logins from a new address too (default false)",
-    ),
+/// The config key of every field of [`AuthThresholds`], in field order; ranges, defaults
+/// and meaning are in `config::keys::KEYS`.
+pub const KEYS: [&str; 5] = [
+    "thresholds.auth_failures",
+    "thresholds.auth_window_seconds",
+    "thresholds.auth_max_tracked_addresses",
+    "thresholds.auth_max_known_logins",
+    "thresholds.auth_new_address_mail",
 ];
+
+/// The range of an integer key in the key table.
+fn range(key: &str) -> (u64, u64) {
+    match crate::config::keys::find(key).map(|k| k.kind) {
+        Some(crate::config::keys::Kind::Int(lo, hi)) => (lo.max(0) as u64, hi.max(0) as u64),
+        _ => (0, u64::MAX),
+    }
+}
 
 /// Thresholds shared with a running detector: a configuration reload sets them, and the
 /// detector picks them up before its next event (one atomic load per event), keeping its
@@ -100,7 +96,7 @@ impl SharedThresholds {
 /// A threshold out of its range.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThresholdError {
-    /// The config key (see [`CONFIG_KEYS`]).
+    /// The config key (see [`KEYS`]).
     pub key: &'static str,
     pub message: String,
 }
@@ -114,37 +110,29 @@ impl fmt::Display for ThresholdError {
 impl std::error::Error for ThresholdError {}
 
 impl AuthThresholds {
-    /// Checks every range; the config loader reports the errors with their keys.
+    /// The integer fields in [`KEYS`] order.
+    fn values(&self) -> [u64; 4] {
+        [
+            u64::from(self.failures),
+            self.window_secs,
+            self.max_tracked_addresses as u64,
+            self.max_known_logins as u64,
+        ]
+    }
+
+    /// Checks every range (the key table's); the config loader reports the errors with
+    /// their keys.
     pub fn validate(&self) -> Result<(), Vec<ThresholdError>> {
         let mut errs = Vec::new();
-        let mut check = |ok: bool, key: &'static str, range: &str| {
-            if !ok {
+        for (v, key) in self.values().into_iter().zip(KEYS) {
+            let (lo, hi) = range(key);
+            if !(lo..=hi).contains(&v) {
                 errs.push(ThresholdError {
                     key,
-                    message: format!("must be in {range}"),
+                    message: format!("must be in {lo}..={hi}"),
                 });
             }
-        };
-        check(
-            (1..=100_000).contains(&self.failures),
-            "thresholds.auth_failures",
-            "1..=100000",
-        );
-        check(
-            (1..=604_800).contains(&self.window_secs),
-            "thresholds.auth_window_seconds",
-            "1..=604800",
-        );
-        check(
-            (1..=10_000_000).contains(&self.max_tracked_addresses),
-            "thresholds.auth_max_tracked_addresses",
-            "1..=10000000",
-        );
-        check(
-            (1..=10_000_000).contains(&self.max_known_logins),
-            "thresholds.auth_max_known_logins",
-            "1..=10000000",
-        );
+        }
         if errs.is_empty() {
             Ok(())
         } else {
@@ -155,11 +143,15 @@ impl AuthThresholds {
     /// The same thresholds with every value forced into its range (used by the detector
     /// so an unvalidated value can never disable it or exhaust memory).
     pub fn clamped(&self) -> AuthThresholds {
+        let c = |i: usize| {
+            let (lo, hi) = range(KEYS[i]);
+            self.values()[i].clamp(lo, hi)
+        };
         AuthThresholds {
-            failures: self.failures.clamp(1, 100_000),
-            window_secs: self.window_secs.clamp(1, 604_800),
-            max_tracked_addresses: self.max_tracked_addresses.clamp(1, 10_000_000),
-            max_known_logins: self.max_known_logins.clamp(1, 10_000_000),
+            failures: u32::try_from(c(0)).unwrap_or(u32::MAX),
+            window_secs: c(1),
+            max_tracked_addresses: usize::try_from(c(2)).unwrap_or(usize::MAX),
+            max_known_logins: usize::try_from(c(3)).unwrap_or(usize::MAX),
             new_address_mail: self.new_address_mail,
         }
     }
@@ -174,9 +166,10 @@ mod tests {
         let t = AuthThresholds::default();
         assert_eq!((t.failures, t.window_secs), (5, 600));
         assert!(t.validate().is_ok());
-        assert_eq!(CONFIG_KEYS.len(), 5);
-        assert_eq!(CONFIG_KEYS[0].0, "thresholds.auth_failures");
-        assert_eq!(CONFIG_KEYS[1].0, "thresholds.auth_window_seconds");
+        for key in &KEYS[..4] {
+            let (lo, hi) = range(key);
+            assert!(lo <= hi && hi < u64::MAX, "{key} is in the key table");
+        }
     }
 
     #[test]
@@ -200,7 +193,7 @@ mod tests {
         let c = t.clamped();
         assert_eq!(
             (c.failures, c.window_secs, c.max_tracked_addresses),
-            (1, 1, 1)
+            (1, 1, 16)
         );
         assert!(c.validate().is_ok());
     }
