@@ -354,7 +354,8 @@ pub fn run(opts: Options) -> Result<(), String> {
     announce(&cfg, addr, dev_tokens.as_ref());
     // Start-up is over: most of the code it ran (configuration, key generation, migrations,
     // rule compilation) never runs again; give its pages back (decision 295).
-    match crate::sys::pageout::release_startup_code() {
+    let maps = crate::fsutil::read_daemon_string(std::path::Path::new("/proc/self/maps"));
+    match maps.and_then(|m| crate::sys::pageout::release_startup_code(&m)) {
         Ok(n) => log::debug!("start-up code: {n} bytes of mappings advised for page-out"),
         Err(e) => log::debug!("start-up code not paged out: {e}"),
     }

@@ -61,14 +61,14 @@ pub fn exe_read_only_ranges(maps: &str, exe: &Path) -> Vec<Range> {
     out
 }
 
-/// Asks the kernel to reclaim the resident pages of the executable's read-only mappings.
-/// Returns the bytes of address space advised (not all of it was resident). Call once, after
-/// start-up: the code that keeps running comes back on its first use.
-pub fn release_startup_code() -> io::Result<usize> {
+/// Asks the kernel to reclaim the resident pages of the executable's read-only mappings,
+/// found in `maps` (the text of `/proc/self/maps`, read by the caller: `sys` reads no file
+/// of its own). Returns the bytes of address space advised (not all of it was resident).
+/// Call once, after start-up: the code that keeps running comes back on its first use.
+pub fn release_startup_code(maps: &str) -> io::Result<usize> {
     let exe = std::fs::read_link("/proc/self/exe")?;
-    let maps = crate::fsutil::read_daemon_string(Path::new("/proc/self/maps"))?;
     let mut advised = 0;
-    for r in exe_read_only_ranges(&maps, &exe) {
+    for r in exe_read_only_ranges(maps, &exe) {
         advise_pageout(r)?;
         advised += r.len;
     }
@@ -159,7 +159,8 @@ garbage line
     #[test]
     fn paging_out_this_process_keeps_its_code_running() {
         let before = exe_resident_kib();
-        let advised = release_startup_code().expect("MADV_PAGEOUT on this test binary");
+        let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
+        let advised = release_startup_code(&maps).expect("MADV_PAGEOUT on this test binary");
         let after = exe_resident_kib();
         assert!(
             advised > 0,
