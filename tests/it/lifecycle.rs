@@ -214,6 +214,32 @@ fn one_flag_table_parses_helps_and_generates() {
 }
 
 #[test]
+fn the_man_pages_render_without_a_warning() {
+    // Packagers ship man/svc.8 and man/svc.toml.5 as committed (tests in src/cli/gen.rs
+    // keep them equal to `svc gen man`); man-db must read them without a warning.
+    let has_man = Command::new("man").arg("--version").output().is_ok();
+    if !has_man {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "man (man-db) is needed under CI=true"
+        );
+        eprintln!("skipped: no man command (apt-get install man-db)");
+        return;
+    }
+    for page in ["man/svc.8", "man/svc.toml.5"] {
+        let out = Command::new("man")
+            .args(["--warnings", "-E", "UTF-8", "-l", page])
+            .env("MANWIDTH", "80")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{page}: {out:?}");
+        assert!(!out.stdout.is_empty(), "{page} rendered nothing");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{page}: warnings");
+    }
+}
+
+#[test]
 fn status_cli_matches_the_api_snapshot() {
     let mut d = Daemon::start("statuscli", "");
     // binary_hash appears once a background thread has hashed the executable; wait for it
