@@ -66,7 +66,9 @@ impl Source {
             Source::File(path) => {
                 config::load(path).map_err(|errs| errs.iter().map(|e| e.to_string()).collect())
             }
-            Source::Dev => super::dev::config().map(|(c, _)| c).map_err(|e| vec![e]),
+            Source::Dev => super::dev::config()
+                .map(|(c, _)| c)
+                .map_err(|e| vec![e.to_string()]),
         }
     }
 

@@ -713,10 +713,15 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         // A regular file where the parent directory should be: ENOTDIR.
         std::fs::write(dir.join("notadir"), b"").unwrap();
-        let err = Store::open(&dir.join("notadir").join("svc.db")).err().unwrap();
+        let err = Store::open(&dir.join("notadir").join("svc.db"))
+            .err()
+            .unwrap();
         assert!(matches!(err, StoreError::Io(_)), "{err:?}");
         assert!(std::error::Error::source(&err).is_some());
-        assert!(err.to_string().contains("cannot create the database file"), "{err}");
+        assert!(
+            err.to_string().contains("cannot create the database file"),
+            "{err}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
