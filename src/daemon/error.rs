@@ -25,6 +25,8 @@ pub enum StartError {
     Config(Vec<ConfigError>),
     /// The `--dev` configuration or its files could not be made.
     Dev(super::dev::DevError),
+    /// A `[geoip]` database could not be used (the text names the key and file).
+    GeoIp(crate::geoip::GeoIpError),
     /// The state directory could not be created or secured.
     StateDir {
         path: PathBuf,
@@ -90,6 +92,7 @@ impl fmt::Display for StartError {
                 Ok(())
             }
             StartError::Dev(e) => write!(f, "{e}"),
+            StartError::GeoIp(e) => write!(f, "{e}"),
             StartError::StateDir { path, source } => {
                 write!(f, "state_path {}: {source}", path.display())
             }
@@ -116,6 +119,7 @@ impl std::error::Error for StartError {
             // Every message is in the text; `ConfigError` is config/'s plain record.
             StartError::Config(_) => None,
             StartError::Dev(e) => Some(e),
+            StartError::GeoIp(e) => Some(e),
             StartError::StateDir { source, .. }
             | StartError::Tls(source)
             | StartError::Listen { source, .. }

@@ -116,7 +116,7 @@ pub fn run(opts: Options) -> Result<(), StartError> {
     let cfg = Arc::new(cfg);
     let live = Arc::new(config::Live::new(cfg.clone()));
     let geoip = crate::geoip::GeoIp::open(&cfg.geoip)
-        .map_err(StartError::subsystem("geoip"))?
+        .map_err(StartError::GeoIp)?
         .map(Arc::new);
     crate::fsutil::ensure_dir(&cfg.state_path, 0o700).map_err(|source| StartError::StateDir {
         path: cfg.state_path.clone(),

@@ -54,7 +54,7 @@ pub struct Built {
 /// Builds every source the configuration enables, in the order of
 /// `config::threat::SOURCE_NAMES`.
 pub fn build(env: &Env, t: &ThreatConfig, r: &ReputationConfig) -> Result<Built, String> {
-    let roots = Roots::load(r.ca_file.as_deref())?;
+    let roots = Roots::load(r.ca_file.as_deref()).map_err(|e| e.to_string())?;
     let timeout = Duration::from_secs(r.timeout_seconds);
     let mut sources: Vec<Arc<dyn Source>> = vec![
         Arc::new(LocalDb {
