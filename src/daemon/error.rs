@@ -27,6 +27,8 @@ pub enum StartError {
     Dev(super::dev::DevError),
     /// A `[geoip]` database could not be used (the text names the key and file).
     GeoIp(crate::geoip::GeoIpError),
+    /// Threat intelligence did not start (its text starts with `threat:`).
+    Threat(crate::threat::StartError),
     /// The state directory could not be created or secured.
     StateDir {
         path: PathBuf,
@@ -93,6 +95,7 @@ impl fmt::Display for StartError {
             }
             StartError::Dev(e) => write!(f, "{e}"),
             StartError::GeoIp(e) => write!(f, "{e}"),
+            StartError::Threat(e) => write!(f, "{e}"),
             StartError::StateDir { path, source } => {
                 write!(f, "state_path {}: {source}", path.display())
             }
@@ -120,6 +123,7 @@ impl std::error::Error for StartError {
             StartError::Config(_) => None,
             StartError::Dev(e) => Some(e),
             StartError::GeoIp(e) => Some(e),
+            StartError::Threat(e) => Some(e),
             StartError::StateDir { source, .. }
             | StartError::Tls(source)
             | StartError::Listen { source, .. }

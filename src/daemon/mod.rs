@@ -261,7 +261,7 @@ pub fn run(opts: Options) -> Result<(), StartError> {
             &cfg.threat,
             &cfg.reputation,
         )
-        .map_err(StartError::subsystem("threat intelligence"))?
+        .map_err(StartError::Threat)?
     };
     engine.subscribe(threat.listener());
     let challenge = challenge::start(&cfg, clock.clone(), &store, &threat)

@@ -246,10 +246,12 @@ impl Pool {
                     .capacity(POOL_CAPACITY as u64)
                     .running_slots(POOL_THREADS),
             )
-            .map_err(|e| format!("{POOL_ROW}: {e:?}"))?,
+            .map_err(crate::queue::RowError::at(POOL_ROW))
+            .map_err(|e| e.to_string())?,
         );
         let row = registry
             .register(POOL_ROW, queue.health().clone())
+            .map_err(crate::queue::RowError::at(POOL_ROW))
             .map_err(|e| e.to_string())?;
         let mut threads = Vec::new();
         for n in 0..POOL_THREADS {

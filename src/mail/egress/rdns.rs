@@ -91,7 +91,7 @@ impl RdnsPool {
         .map_err(|e| format!("{ROW}: {e}"))?;
         let row = registry
             .register(ROW, queue.health().clone())
-            .map_err(|e| format!("{ROW}: {e:?}"))?;
+            .map_err(|e| format!("{ROW}: {e}"))?;
         let mut threads = Vec::new();
         for i in 0..THREADS {
             let (q, l) = (queue.clone(), lookup.clone());
