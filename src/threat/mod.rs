@@ -79,7 +79,7 @@ pub enum StartError {
     /// The attack database could not be loaded.
     Store(crate::store::StoreError),
     /// A source or feed could not be configured.
-    Config(String),
+    Config(sources::SourceError),
     /// A thread could not be started.
     Thread(std::io::Error),
 }
@@ -100,7 +100,7 @@ impl std::error::Error for StartError {
         match self {
             StartError::Row(e) => Some(e),
             StartError::Store(e) => Some(e),
-            StartError::Config(_) => None,
+            StartError::Config(e) => Some(e),
             StartError::Thread(e) => Some(e),
         }
     }
@@ -539,7 +539,11 @@ impl Threat {
 
     /// Applies a new configuration: database limits, weights, deadline, sources, feeds,
     /// digest and auto-block settings.
-    pub fn reconfigure(&self, t: &ThreatConfig, r: &ReputationConfig) -> Result<(), String> {
+    pub fn reconfigure(
+        &self,
+        t: &ThreatConfig,
+        r: &ReputationConfig,
+    ) -> Result<(), sources::SourceError> {
         let built = sources::build(&self.env, t, r)?;
         self.feeds.configure(r)?;
         let w = t.clone();
