@@ -46,7 +46,8 @@ impl fmt::Display for RowError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.cause {
             RowCause::Config(e) => write!(f, "queue row {}: {e}", self.row),
-            RowCause::Register(e) => write!(f, "queue row {}: {e}", self.row),
+            // The registry's text already names the row.
+            RowCause::Register(e) => write!(f, "{e}"),
         }
     }
 }
