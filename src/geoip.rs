@@ -60,28 +60,83 @@ const CITY_TYPES: &[&str] = &["city", "country", "enterprise"];
 /// Database types accepted for `asn_db`.
 const ASN_TYPES: &[&str] = &["asn", "isp"];
 
-fn open_db(key: &str, path: &Path, kinds: &[&str], probe: fn(&Db) -> bool) -> Result<Db, String> {
-    let shown = path.display();
+/// Why a `[geoip]` database could not be used: the key, the file and the cause.
+#[derive(Debug)]
+pub struct GeoIpError {
+    pub key: &'static str,
+    pub path: std::path::PathBuf,
+    pub cause: GeoIpCause,
+}
+
+/// The cause inside a [`GeoIpError`].
+#[derive(Debug)]
+pub enum GeoIpCause {
+    /// Not a regular file with a MaxMind metadata marker (text from `config::geoip`).
+    NotMmdb(String),
+    /// The reader refused the file.
+    Open(maxminddb::MaxMindDbError),
+    /// The database's type does not fit the key.
+    WrongType {
+        kind: String,
+        expected: &'static [&'static str],
+    },
+    /// A test lookup failed.
+    Damaged,
+}
+
+impl std::fmt::Display for GeoIpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: ", self.key, self.path.display())?;
+        match &self.cause {
+            GeoIpCause::NotMmdb(e) => f.write_str(e),
+            GeoIpCause::Open(e) => write!(f, "cannot open as a MaxMind DB: {e}"),
+            GeoIpCause::WrongType { kind, expected } => write!(
+                f,
+                "database type {kind:?} does not fit this key (expected a {} database)",
+                expected.join(" / ")
+            ),
+            GeoIpCause::Damaged => f.write_str("the database is damaged (a test lookup failed)"),
+        }
+    }
+}
+
+impl std::error::Error for GeoIpError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.cause {
+            GeoIpCause::Open(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+fn open_db(
+    key: &'static str,
+    path: &Path,
+    kinds: &'static [&'static str],
+    probe: fn(&Db) -> bool,
+) -> Result<Db, GeoIpError> {
+    let err = |cause| GeoIpError {
+        key,
+        path: path.to_path_buf(),
+        cause,
+    };
     // A regular file with a metadata marker (never blocks on a FIFO or device).
-    crate::config::geoip::looks_like_mmdb(path).map_err(|e| format!("{key} {shown}: {e}"))?;
-    let reader = Reader::open_readfile(path)
-        .map_err(|e| format!("{key} {shown}: cannot open as a MaxMind DB: {e}"))?;
+    crate::config::geoip::looks_like_mmdb(path).map_err(|e| err(GeoIpCause::NotMmdb(e)))?;
+    let reader = Reader::open_readfile(path).map_err(|e| err(GeoIpCause::Open(e)))?;
     let kind = reader.metadata().database_type.clone();
     let lower = kind.to_ascii_lowercase();
     if !kinds.iter().any(|k| lower.contains(k)) {
-        return Err(format!(
-            "{key} {shown}: database type {kind:?} does not fit this key (expected a {} database)",
-            kinds.join(" / ")
-        ));
+        return Err(err(GeoIpCause::WrongType {
+            kind,
+            expected: kinds,
+        }));
     }
     let db = Db {
         path: path.to_path_buf(),
         reader,
     };
     if !probe(&db) {
-        return Err(format!(
-            "{key} {shown}: the database is damaged (a test lookup failed)"
-        ));
+        return Err(err(GeoIpCause::Damaged));
     }
     Ok(db)
 }
@@ -137,7 +192,7 @@ const PROBE: IpAddr = IpAddr::V4(Ipv4Addr::new(1, 1, 1, 1));
 
 impl GeoIp {
     /// Opens what `[geoip]` configures; `Ok(None)` when nothing is configured.
-    pub fn open(cfg: &crate::config::geoip::GeoIp) -> Result<Option<GeoIp>, String> {
+    pub fn open(cfg: &crate::config::geoip::GeoIp) -> Result<Option<GeoIp>, GeoIpError> {
         if cfg.city_db.is_none() && cfg.asn_db.is_none() {
             return Ok(None);
         }
@@ -145,7 +200,7 @@ impl GeoIp {
     }
 
     /// Opens the given files (either may be absent).
-    pub fn from_paths(city: Option<&Path>, asn: Option<&Path>) -> Result<GeoIp, String> {
+    pub fn from_paths(city: Option<&Path>, asn: Option<&Path>) -> Result<GeoIp, GeoIpError> {
         let city = city
             .map(|p| {
                 open_db("geoip.city_db", p, CITY_TYPES, |db| {
@@ -313,7 +368,8 @@ mod tests {
         let (city, asn) = write_dbs(&d, 4);
         let e = GeoIp::from_paths(Some(&d.join("nope.mmdb")), None)
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(
             e.starts_with("geoip.city_db ") && e.contains("nope.mmdb"),
             "{e}"
@@ -321,9 +377,14 @@ mod tests {
         let junk = d.join("junk.mmdb");
         std::fs::write(&junk, b"garbage\xAB\xCD\xEFMaxMind.com\x00").unwrap();
         let e = GeoIp::from_paths(None, Some(&junk)).err().unwrap();
-        assert!(e.starts_with("geoip.asn_db "), "{e}");
+        assert!(e.to_string().starts_with("geoip.asn_db "), "{e}");
+        assert!(
+            matches!(e.cause, GeoIpCause::NotMmdb(_) | GeoIpCause::Open(_)),
+            "{e:?}"
+        );
         let e = GeoIp::from_paths(Some(&asn), Some(&city)).err().unwrap();
-        assert!(e.contains("does not fit"), "{e}");
+        assert!(e.to_string().contains("does not fit"), "{e}");
+        assert!(matches!(e.cause, GeoIpCause::WrongType { .. }), "{e:?}");
         // A truncated file loses its metadata.
         let bytes = std::fs::read(&city).unwrap();
         let cut = d.join("cut.mmdb");

@@ -48,6 +48,40 @@ use crate::threat::autoblock::{BlockSink, Confirmed};
 
 pub use spool::{Admit, Spool};
 
+/// Why abuse reporting could not be set up.
+#[derive(Debug)]
+pub enum ReportError {
+    /// A queue row could not be built or registered.
+    Queue(crate::queue::RowError),
+    /// The spool could not be read or cleaned.
+    Spool(crate::store::StoreError),
+    /// The writer or a sender thread could not be started.
+    Spawn {
+        thread: &'static str,
+        source: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for ReportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReportError::Queue(e) => write!(f, "{e}"),
+            ReportError::Spool(e) => write!(f, "{}: {e}", spool::ROW),
+            ReportError::Spawn { thread, source } => write!(f, "cannot start {thread}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for ReportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReportError::Queue(e) => Some(e),
+            ReportError::Spool(e) => Some(e),
+            ReportError::Spawn { source, .. } => Some(source),
+        }
+    }
+}
+
 /// Name of the ingress row.
 pub const INGRESS_ROW: &str = "abuse_reporting.ingress";
 /// Ingress capacity at most (smaller when `spool_limit` is).
@@ -138,7 +172,7 @@ impl Reporter {
         clock: SharedClock,
         store: Store,
         registry: &Arc<Registry>,
-    ) -> Result<Option<Arc<Reporter>>, String> {
+    ) -> Result<Option<Arc<Reporter>>, ReportError> {
         if !cfg.active() {
             return Ok(None);
         }
@@ -165,10 +199,12 @@ impl Reporter {
                 .capacity(INGRESS_CAPACITY.min(cfg.spool_limit) as u64)
                 .running_slots(1),
         )
-        .map_err(|e| format!("{INGRESS_ROW}: {e:?}"))?;
+        .map_err(crate::queue::RowError::at(INGRESS_ROW))
+        .map_err(ReportError::Queue)?;
         let ingress_row = registry
             .register(INGRESS_ROW, ingress.health().clone())
-            .map_err(|e| format!("{INGRESS_ROW}: {e:?}"))?;
+            .map_err(crate::queue::RowError::at(INGRESS_ROW))
+            .map_err(ReportError::Queue)?;
         let (stop_tx, stop_rx) = bounded(1);
         let logs = crate::lograte::LogLimiter::new(clock.clone(), Duration::from_secs(60), 8);
         Ok(Some(Arc::new(Reporter {
@@ -208,19 +244,25 @@ impl Reporter {
     }
 
     /// Starts the ingress writer and one sender per destination.
-    pub fn start(self: &Arc<Self>) -> Result<(), String> {
+    pub fn start(self: &Arc<Self>) -> Result<(), ReportError> {
         let me = self.clone();
         let w = std::thread::Builder::new()
             .name("abuse-ingress".into())
             .spawn(move || me.write_loop())
-            .map_err(|e| format!("cannot start the abuse-report writer: {e}"))?;
+            .map_err(|source| ReportError::Spawn {
+                thread: "the abuse-report writer",
+                source,
+            })?;
         *self.writer.lock() = Some(w);
         for i in 0..self.dests.len() {
             let me = self.clone();
             let t = std::thread::Builder::new()
                 .name(format!("abuse-send-{i}"))
                 .spawn(move || me.send_loop(i))
-                .map_err(|e| format!("cannot start an abuse-report sender: {e}"))?;
+                .map_err(|source| ReportError::Spawn {
+                    thread: "an abuse-report sender",
+                    source,
+                })?;
             self.senders.lock().push(t);
         }
         Ok(())

@@ -97,7 +97,7 @@ impl Spool {
         registry: &Arc<Registry>,
         capacity: usize,
         dests: Vec<(String, Duration)>,
-    ) -> Result<Spool, String> {
+    ) -> Result<Spool, super::ReportError> {
         let capacity = capacity.max(1);
         let mut config = RowConfig::new("reports")
             .capacity(capacity as u64)
@@ -107,7 +107,8 @@ impl Spool {
         let health = QueueHealth::new(clock.clone(), config);
         let row = registry
             .register(ROW, health.clone())
-            .map_err(|e| format!("{ROW}: {e:?}"))?;
+            .map_err(crate::queue::RowError::at(ROW))
+            .map_err(super::ReportError::Queue)?;
         let logs = crate::lograte::LogLimiter::new(clock.clone(), Duration::from_secs(60), 8);
         let n = dests.len();
         let spool = Spool {
@@ -130,13 +131,13 @@ impl Spool {
             counters: Counters::default(),
             logs,
         };
-        let (n, orphans) = spool.load_ids().map_err(|e| format!("{ROW}: {e}"))?;
+        let (n, orphans) = spool.load_ids().map_err(super::ReportError::Spool)?;
         if !orphans.is_empty() {
             let k = orphans.len();
             spool
                 .store
                 .write(move |c| crate::store::abuse::remove(c, &orphans))
-                .map_err(|e| format!("{ROW}: {e}"))?;
+                .map_err(super::ReportError::Spool)?;
             spool.health.record_losses(k as u64);
             log::warn!("{ROW}: {k} report(s) for destinations no longer configured dropped");
         }

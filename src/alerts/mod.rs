@@ -47,6 +47,37 @@ use crate::timefmt::rfc3339;
 use budget::{Budget, Decision, Selector, Summary, WINDOW};
 use webhook::{Notification, TransportFactory, Webhook};
 
+/// Why the alert notifier could not be set up.
+#[derive(Debug)]
+pub enum AlertsError {
+    /// The spool's queue row could not be registered.
+    Queue(crate::queue::RowError),
+    /// The spooled records could not be read.
+    Spool(crate::store::StoreError),
+    /// The webhook worker thread could not be started.
+    Spawn(std::io::Error),
+}
+
+impl std::fmt::Display for AlertsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AlertsError::Queue(e) => write!(f, "{e}"),
+            AlertsError::Spool(e) => write!(f, "{}: {e}", spool::ROW),
+            AlertsError::Spawn(e) => write!(f, "cannot start the webhook thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for AlertsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AlertsError::Queue(e) => Some(e),
+            AlertsError::Spool(e) => Some(e),
+            AlertsError::Spawn(e) => Some(e),
+        }
+    }
+}
+
 const NO_WINDOW: i64 = i64::MIN;
 
 struct State {
@@ -112,7 +143,7 @@ impl Alerts {
         clock: SharedClock,
         store: Store,
         registry: &Arc<Registry>,
-    ) -> Result<Arc<Alerts>, String> {
+    ) -> Result<Arc<Alerts>, AlertsError> {
         let a = Alerts::build(
             cfg,
             clock,
@@ -160,7 +191,7 @@ impl Alerts {
     /// Applies an `[alerts]` section: minimum severity and budget at once; webhook settings
     /// from the next attempt; a notifier added starts (and delivers what is spooled), one
     /// removed stops (its spooled records stay in the store).
-    pub fn reconfigure(self: &Arc<Self>, cfg: &AlertsConfig) -> Result<(), String> {
+    pub fn reconfigure(self: &Arc<Self>, cfg: &AlertsConfig) -> Result<(), AlertsError> {
         let _one = self.reconfiguring.lock();
         {
             let mut st = self.state.lock();
@@ -206,7 +237,7 @@ impl Alerts {
         Ok(())
     }
 
-    fn start_notifier(self: &Arc<Self>, n: &Webhook) -> Result<(), String> {
+    fn start_notifier(self: &Arc<Self>, n: &Webhook) -> Result<(), AlertsError> {
         let me: Weak<Alerts> = Arc::downgrade(self);
         n.start(
             (self.factory)(),

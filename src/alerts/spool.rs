@@ -57,7 +57,7 @@ impl Spool {
         clock: SharedClock,
         registry: &Arc<Registry>,
         capacity: usize,
-    ) -> Result<Spool, String> {
+    ) -> Result<Spool, super::AlertsError> {
         let health = QueueHealth::new(
             clock.clone(),
             RowConfig::new("records")
@@ -66,7 +66,8 @@ impl Spool {
         );
         let row = registry
             .register(ROW, health.clone())
-            .map_err(|e| format!("{ROW}: {e:?}"))?;
+            .map_err(crate::queue::RowError::at(ROW))
+            .map_err(super::AlertsError::Queue)?;
         let (wake_tx, wake_rx) = bounded(1);
         let logs = crate::lograte::LogLimiter::new(clock.clone(), Duration::from_secs(60), 8);
         let spool = Spool {
@@ -83,7 +84,7 @@ impl Spool {
             wake_tx,
             wake_rx,
         };
-        let n = spool.load_ids().map_err(|e| format!("{ROW}: {e}"))?;
+        let n = spool.load_ids().map_err(super::AlertsError::Spool)?;
         if n > 0 {
             log::info!("{ROW}: {n} notification(s) waiting from before the restart");
         }

@@ -381,7 +381,7 @@ impl Webhook {
         store: Store,
         registry: &Arc<Registry>,
         capacity: usize,
-    ) -> Result<Webhook, String> {
+    ) -> Result<Webhook, super::AlertsError> {
         let spool = Spool::open(store, clock, registry, capacity)?;
         Ok(Webhook {
             spool: Arc::new(spool),
@@ -399,14 +399,14 @@ impl Webhook {
         factory: TransportFactory,
         clock: SharedClock,
         tick: Box<dyn Fn() + Send>,
-    ) -> Result<(), String> {
+    ) -> Result<(), super::AlertsError> {
         let worker = Worker::new(factory, self.settings.clone(), clock, self.counters.clone());
         let spool = self.spool.clone();
         let stop = self.stop.clone();
         let t = std::thread::Builder::new()
             .name("alerts-webhook".into())
             .spawn(move || run(worker, &spool, &stop, tick))
-            .map_err(|e| e.to_string())?;
+            .map_err(super::AlertsError::Spawn)?;
         *self.thread.lock() = Some(t);
         Ok(())
     }

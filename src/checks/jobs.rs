@@ -21,8 +21,50 @@ use serde::Serialize;
 use super::{critical_checks, deep_checks, CheckContext, NamedCheck};
 use crate::clock::SharedClock;
 use crate::findings::{Engine, Finding, Ingest};
-use crate::queue::{BoundedQueue, LagBasis, PopError, QueueHealth, Registry, RowConfig, RowHandle};
+use crate::queue::{
+    BoundedQueue, LagBasis, PopError, QueueHealth, Registry, RowConfig, RowError, RowHandle,
+};
 use crate::store::{Store, StoreError};
+
+/// Why the scan jobs could not be set up or started.
+#[derive(Debug)]
+pub enum JobsError {
+    /// A queue row could not be built or registered.
+    Queue(RowError),
+    /// The stored jobs could not be read or their leftovers marked; `what` says which.
+    Store {
+        what: &'static str,
+        source: StoreError,
+    },
+    /// The worker or the scheduler thread could not be started.
+    Spawn(std::io::Error),
+}
+
+impl From<RowError> for JobsError {
+    fn from(e: RowError) -> Self {
+        JobsError::Queue(e)
+    }
+}
+
+impl std::fmt::Display for JobsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JobsError::Queue(e) => write!(f, "{e}"),
+            JobsError::Store { what, source } => write!(f, "{what}: {source}"),
+            JobsError::Spawn(e) => write!(f, "cannot start a scan thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for JobsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            JobsError::Queue(e) => Some(e),
+            JobsError::Store { source, .. } => Some(source),
+            JobsError::Spawn(e) => Some(e),
+        }
+    }
+}
 
 /// `kv` key of the last hardening audit (a JSON document).
 const HARDENING_KEY: &str = "hardening";
@@ -117,7 +159,7 @@ impl ScanJobs {
         engine: Arc<Engine>,
         ctx: CheckContext,
         registry: &Arc<Registry>,
-    ) -> Result<Arc<ScanJobs>, String> {
+    ) -> Result<Arc<ScanJobs>, JobsError> {
         let queue = BoundedQueue::new(
             clock.clone(),
             RowConfig::new("jobs")
@@ -125,28 +167,35 @@ impl ScanJobs {
                 .lag_basis(LagBasis::OperationProgress)
                 .running_slots(1),
         )
-        .map_err(|e| format!("scans.jobs: {e:?}"))?;
+        .map_err(RowError::at("scans.jobs"))?;
         // Checks may legitimately run long; a full deep scan gets a 15-minute budget.
         let mut cfg = RowConfig::new("jobs").lag_basis(LagBasis::OperationProgress);
         cfg.capacity = None;
         let admission = QueueHealth::new(clock.clone(), cfg);
         let jobs_row = registry
             .register("scans.jobs", queue.health().clone())
-            .map_err(|e| format!("{e:?}"))?;
+            .map_err(RowError::at("scans.jobs"))?;
         let admission_row = registry
             .register("scans.admission", admission)
-            .map_err(|e| format!("{e:?}"))?;
+            .map_err(RowError::at("scans.admission"))?;
         let now = clock.now();
         let leftovers = store
             .write(move |c| crate::store::scan_jobs::fail_leftovers(c, micros(now)))
-            .map_err(|e| format!("marking leftover scan jobs: {e}"))?;
+            .map_err(|source| JobsError::Store {
+                what: "marking leftover scan jobs",
+                source,
+            })?;
         if leftovers > 0 {
             log::warn!("{leftovers} scan jobs left by the previous process marked error (daemon_restarted)");
             queue.health().record_losses(leftovers as u64);
         }
-        let latest: Option<i64> = store
-            .read(crate::store::scan_jobs::latest_done)
-            .map_err(|e| format!("reading scan jobs: {e}"))?;
+        let latest: Option<i64> =
+            store
+                .read(crate::store::scan_jobs::latest_done)
+                .map_err(|source| JobsError::Store {
+                    what: "reading scan jobs",
+                    source,
+                })?;
         let hardening: Option<String> = store
             .read(|c| crate::store::kv::get(c, HARDENING_KEY))
             .unwrap_or(None);
@@ -171,19 +220,19 @@ impl ScanJobs {
         self: &Arc<Self>,
         critical_every: Option<Duration>,
         deep_every: Option<Duration>,
-    ) -> Result<(), String> {
+    ) -> Result<(), JobsError> {
         let me = self.clone();
         let worker = std::thread::Builder::new()
             .name("scan-worker".into())
             .spawn(move || me.work())
-            .map_err(|e| e.to_string())?;
+            .map_err(JobsError::Spawn)?;
         self.threads.lock().push(worker);
         if critical_every.is_some() || deep_every.is_some() {
             let me = self.clone();
             let t = std::thread::Builder::new()
                 .name("scan-scheduler".into())
                 .spawn(move || me.schedule(critical_every, deep_every))
-                .map_err(|e| e.to_string())?;
+                .map_err(JobsError::Spawn)?;
             self.threads.lock().push(t);
         }
         Ok(())

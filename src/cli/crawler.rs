@@ -20,7 +20,7 @@ fn load(flags: &Args, what: &str) -> Result<Config, i32> {
     let loaded = if flags.dev {
         crate::daemon::dev::config()
             .map(|(c, _)| c)
-            .map_err(|e| vec![e])
+            .map_err(|e| vec![e.to_string()])
     } else {
         crate::config::load(&super::config_path(flags))
             .map_err(|errs| errs.iter().map(|e| e.to_string()).collect())

@@ -284,20 +284,29 @@ pub struct Verifier {
 /// Why the verifier did not start.
 #[derive(Debug)]
 pub enum StartError {
-    Queue(String),
+    /// The verifier's queue row could not be built or registered.
+    Queue(crate::queue::RowError),
+    /// Its thread could not be started.
     Thread(std::io::Error),
 }
 
 impl std::fmt::Display for StartError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            StartError::Queue(e) => write!(f, "{ROW}: {e}"),
+            StartError::Queue(e) => write!(f, "{e}"),
             StartError::Thread(e) => write!(f, "cannot start the crawler verifier: {e}"),
         }
     }
 }
 
-impl std::error::Error for StartError {}
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StartError::Queue(e) => Some(e),
+            StartError::Thread(e) => Some(e),
+        }
+    }
+}
 
 fn secs(clock: &SharedClock) -> i64 {
     clock.now().as_second()
@@ -319,13 +328,15 @@ impl Verifier {
                     .capacity(QUEUE_CAPACITY as u64)
                     .running_slots(1),
             )
-            .map_err(|e| StartError::Queue(format!("{e:?}")))?,
+            .map_err(crate::queue::RowError::at(ROW))
+            .map_err(StartError::Queue)?,
         );
         let row = if settings.enabled {
             Some(
                 registry
                     .register(ROW, queue.health().clone())
-                    .map_err(|e| StartError::Queue(e.to_string()))?,
+                    .map_err(crate::queue::RowError::at(ROW))
+                    .map_err(StartError::Queue)?,
             )
         } else {
             None

@@ -30,7 +30,7 @@ use crate::store::Store;
 use crate::watch::accesslog::AccessCollector;
 use crate::watch::analyzer::Restored;
 use crate::watch::authlog::AuthThresholds;
-use crate::watch::Collectors;
+use crate::watch::{CollectorError, Collectors};
 
 /// Component names the collectors register (removed when a collector is turned off).
 const FILES_COMPONENT: &str = "files";
@@ -93,7 +93,7 @@ impl LiveCollectors {
         registry: &Arc<Registry>,
         components: &Arc<Components>,
         store: &Store,
-    ) -> Result<LiveCollectors, String> {
+    ) -> Result<LiveCollectors, CollectorError> {
         let me = LiveCollectors {
             files: Mutex::new(None),
             auth: Mutex::new(None),
@@ -114,7 +114,7 @@ impl LiveCollectors {
 
     /// The access-log collector on `cfg`'s `logs.access` (detected when empty); `None` when
     /// there is no file to follow.
-    fn spawn_access(&self, cfg: &Config) -> Result<Option<AccessCollector>, String> {
+    fn spawn_access(&self, cfg: &Config) -> Result<Option<AccessCollector>, CollectorError> {
         let e = &cfg.engine;
         let patterns = crate::watch::accesslog::logs::patterns(&e.access_logs, &e.checks_root);
         if patterns.is_empty() {
@@ -130,15 +130,14 @@ impl LiveCollectors {
             &self.registry,
             &self.components,
             &self.store,
-        )
-        .map_err(|err| err.to_string())?;
+        )?;
         log::info!("access-log watcher on {} file(s)", c.files());
         Ok(Some(c))
     }
 
     /// Restarts the access-log collector with `cfg`'s `logs.access` (and thresholds). It
     /// resumes from each file's committed checkpoint.
-    pub fn restart_access(&self, cfg: &Config) -> Result<(), String> {
+    pub fn restart_access(&self, cfg: &Config) -> Result<(), CollectorError> {
         let mut slot = self.access.lock();
         if let Some(old) = slot.take() {
             old.stop();
@@ -159,7 +158,7 @@ impl LiveCollectors {
         }
     }
 
-    fn spawn(&self, cfg: &Config) -> Result<Collectors, String> {
+    fn spawn(&self, cfg: &Config) -> Result<Collectors, CollectorError> {
         crate::watch::start_collectors(
             cfg,
             self.clock.clone(),
@@ -186,7 +185,7 @@ impl LiveCollectors {
     }
 
     /// Restarts the file watcher with `cfg`'s `[files]` and `auto_response` settings.
-    pub fn restart_files(&self, cfg: &Config) -> Result<(), String> {
+    pub fn restart_files(&self, cfg: &Config) -> Result<(), CollectorError> {
         let mut slot = self.files.lock();
         if let Some(old) = slot.take() {
             old.stop();
@@ -202,7 +201,7 @@ impl LiveCollectors {
 
     /// Restarts the auth-log watcher with `cfg`'s `logs.auth` (and thresholds). It resumes
     /// from each file's committed checkpoint.
-    pub fn restart_auth(&self, cfg: &Config) -> Result<(), String> {
+    pub fn restart_auth(&self, cfg: &Config) -> Result<(), CollectorError> {
         let mut slot = self.auth.lock();
         if let Some(old) = slot.take() {
             old.stop();

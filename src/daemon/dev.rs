@@ -72,23 +72,58 @@ pub fn ensure_tokens(dir: &Path) -> std::io::Result<DevTokens> {
     Ok(t)
 }
 
+/// Why the dev configuration could not be made.
+#[derive(Debug)]
+pub enum DevError {
+    /// A file or directory under `./.svc-dev/` could not be created.
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The embedded configuration did not parse or validate (a bug: it is ours).
+    Config(String),
+}
+
+impl std::fmt::Display for DevError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DevError::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            DevError::Config(e) => write!(f, "dev configuration: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for DevError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DevError::Io { source, .. } => Some(source),
+            DevError::Config(_) => None,
+        }
+    }
+}
+
+fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> DevError + '_ {
+    move |source| DevError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// Builds the dev configuration (creating `./.svc-dev/` and its tokens).
-pub fn config() -> Result<(Config, DevTokens), String> {
+pub fn config() -> Result<(Config, DevTokens), DevError> {
     config_in(&state_dir())
 }
 
 /// The dev configuration with its state, tokens and files in `dir`.
-fn config_in(dir: &Path) -> Result<(Config, DevTokens), String> {
-    crate::fsutil::ensure_dir(dir, 0o700).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let tokens =
-        ensure_tokens(dir).map_err(|e| format!("{}: {e}", dir.join("tokens").display()))?;
+fn config_in(dir: &Path) -> Result<(Config, DevTokens), DevError> {
+    crate::fsutil::ensure_dir(dir, 0o700).map_err(io_at(dir))?;
+    let tokens = ensure_tokens(dir).map_err(io_at(&dir.join("tokens")))?;
     let www = dir.join("www");
-    crate::fsutil::ensure_dir(&www, 0o755).map_err(|e| format!("{}: {e}", www.display()))?;
-    let log = |name: &str| -> Result<String, String> {
+    crate::fsutil::ensure_dir(&www, 0o755).map_err(io_at(&www))?;
+    let log = |name: &str| -> Result<String, DevError> {
         let path = dir.join(name);
         if !path.exists() {
-            crate::fsutil::write_atomic(&path, b"", 0o640, None)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+            crate::fsutil::write_atomic(&path, b"", 0o640, None).map_err(io_at(&path))?;
         }
         Ok(path.display().to_string())
     };
@@ -106,12 +141,14 @@ fn config_in(dir: &Path) -> Result<(Config, DevTokens), String> {
         a = tokens.admin,
         r = tokens.read,
     );
-    let table = config::parse_str(&text)?;
+    let table = config::parse_str(&text).map_err(DevError::Config)?;
     let mut cfg = config::from_table(&table, vec![]).map_err(|es| {
-        es.iter()
-            .map(|e| e.to_string())
-            .collect::<Vec<_>>()
-            .join("; ")
+        DevError::Config(
+            es.iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
     })?;
     cfg.dev = true;
     Ok((cfg, tokens))

@@ -20,6 +20,7 @@ pub mod commands;
 pub mod control;
 pub mod dev;
 pub mod doctor;
+mod error;
 pub mod reload;
 
 use std::io::Write;
@@ -40,6 +41,8 @@ use crate::http::{self, Server};
 use crate::queue::Registry;
 use crate::store::Store;
 
+pub use error::{BoxError, StartError};
+
 /// How the daemon was asked to start.
 pub struct Options {
     pub config: Option<PathBuf>,
@@ -59,9 +62,9 @@ fn source(opts: &Options) -> reload::Source {
     }
 }
 
-fn load_config(opts: &Options) -> Result<(Config, Option<dev::DevTokens>), String> {
+fn load_config(opts: &Options) -> Result<(Config, Option<dev::DevTokens>), StartError> {
     if opts.dev {
-        let (cfg, tokens) = dev::config()?;
+        let (cfg, tokens) = dev::config().map_err(StartError::Dev)?;
         return Ok((cfg, Some(tokens)));
     }
     let path = opts
@@ -83,12 +86,7 @@ fn load_config(opts: &Options) -> Result<(Config, Option<dev::DevTokens>), Strin
         // Not fatal: the legacy token keeps working from memory.
         Err(e) => log::warn!("legacy token migration skipped: {e}"),
     }
-    let cfg = config::load(&path).map_err(|errs| {
-        errs.iter()
-            .map(|e| e.to_string())
-            .collect::<Vec<_>>()
-            .join("\n")
-    })?;
+    let cfg = config::load(&path).map_err(StartError::Config)?;
     Ok((cfg, None))
 }
 
@@ -100,7 +98,7 @@ fn hash_file(path: &Path) -> std::io::Result<String> {
 }
 
 /// Runs the daemon in the foreground until SIGTERM or SIGINT.
-pub fn run(opts: Options) -> Result<(), String> {
+pub fn run(opts: Options) -> Result<(), StartError> {
     // Block the stop and reload signals in every thread; the main thread waits for them
     // below.
     let mut signals = SigSet::empty();
@@ -109,31 +107,39 @@ pub fn run(opts: Options) -> Result<(), String> {
     signals.add(Signal::SIGHUP);
     signals
         .thread_block()
-        .map_err(|e| format!("cannot block signals: {e}"))?;
+        .map_err(|source| StartError::Signals {
+            what: "cannot block signals",
+            source,
+        })?;
 
     let (cfg, dev_tokens) = load_config(&opts)?;
     let cfg = Arc::new(cfg);
     let live = Arc::new(config::Live::new(cfg.clone()));
-    let geoip = crate::geoip::GeoIp::open(&cfg.geoip)?.map(Arc::new);
-    crate::fsutil::ensure_dir(&cfg.state_path, 0o700)
-        .map_err(|e| format!("state_path {}: {e}", cfg.state_path.display()))?;
+    let geoip = crate::geoip::GeoIp::open(&cfg.geoip)
+        .map_err(StartError::GeoIp)?
+        .map(Arc::new);
+    crate::fsutil::ensure_dir(&cfg.state_path, 0o700).map_err(|source| StartError::StateDir {
+        path: cfg.state_path.clone(),
+        source,
+    })?;
 
-    let store = Store::open(&cfg.state_path.join("svc.db"))
-        .map_err(|e| format!("store {}: {e}", cfg.state_path.join("svc.db").display()))?;
+    let db = cfg.state_path.join("svc.db");
+    let store = Store::open(&db).map_err(|source| StartError::Store { path: db, source })?;
     match crate::api::sessions::Sessions::end_all_stored(&store) {
         Ok(0) => {}
         Ok(n) => log::info!("ended {n} browser sessions left by the previous process"),
-        Err(e) => return Err(format!("cannot end previous sessions: {e}")),
+        Err(e) => return Err(StartError::Sessions(e)),
     }
 
     let (cert, key) =
         http::tls::ensure_pair(&cfg.state_path, &cfg.webui.tls_cert, &cfg.webui.tls_key)
-            .map_err(|e| format!("TLS: {e}"))?;
-    let tls = http::tls::server_config(&cert, &key).map_err(|e| format!("TLS: {e}"))?;
+            .map_err(StartError::Tls)?;
+    let tls = http::tls::server_config(&cert, &key).map_err(StartError::Tls)?;
 
     let clock = SystemClock::shared();
     let registry = Registry::new();
-    let engine = Engine::new(clock.clone(), store.clone(), &registry, &cfg.state_path)?;
+    let engine = Engine::new(clock.clone(), store.clone(), &registry, &cfg.state_path)
+        .map_err(StartError::subsystem("findings engine"))?;
     engine.set_max_active(cfg.engine.max_active_findings);
     engine.register_scheduled_checks(
         crate::checks::critical_checks()
@@ -143,11 +149,11 @@ pub fn run(opts: Options) -> Result<(), String> {
             .chain(crate::mail::password::task::CHECKS.iter().copied()),
     );
     let suppressions = crate::findings::suppress::Suppressions::load(store.clone(), clock.clone())
-        .map_err(|e| format!("loading suppressions: {e}"))?;
+        .map_err(StartError::subsystem("loading suppressions"))?;
     match engine.set_suppressor(suppressions.clone()) {
         Ok(0) => {}
         Ok(n) => log::info!("{n} active findings removed by suppressions"),
-        Err(e) => return Err(format!("applying suppressions: {e}")),
+        Err(e) => return Err(StartError::subsystem("applying suppressions")(e)),
     }
     let components = Arc::new(crate::components::Components::default());
     let incidents = crate::incidents::Incidents::persistent(
@@ -156,8 +162,10 @@ pub fn run(opts: Options) -> Result<(), String> {
         store.clone(),
         &registry,
     )
-    .map_err(|e| e.to_string())?;
-    incidents.start_writer().map_err(|e| e.to_string())?;
+    .map_err(StartError::subsystem("incidents"))?;
+    incidents
+        .start_writer()
+        .map_err(StartError::subsystem("incidents"))?;
     {
         let incidents = incidents.clone();
         engine.subscribe(Box::new(move |f| incidents.observe(f)));
@@ -171,7 +179,7 @@ pub fn run(opts: Options) -> Result<(), String> {
         engine.clone(),
         registry.clone(),
     )
-    .map_err(|e| format!("mail antivirus: {e}"))?;
+    .map_err(StartError::subsystem("mail antivirus"))?;
     let check_ctx = check_context(&cfg, clock.clone());
     let jobs = ScanJobs::new(
         clock.clone(),
@@ -179,27 +187,32 @@ pub fn run(opts: Options) -> Result<(), String> {
         engine.clone(),
         check_ctx,
         &registry,
-    )?;
+    )
+    .map_err(StartError::subsystem("scan jobs"))?;
     let password_audit = crate::mail::password::PasswordAudit::start(
         &cfg.mail.password,
         store.clone(),
         clock.clone(),
         &registry,
-    )?;
+    )
+    .map_err(StartError::subsystem("password audit"))?;
     jobs.add_task(password_audit.clone());
     // The crawler verifier is the access-log collector's oracle; it answers `NoClaim` while
     // `reputation.bot_verify_enabled` is off (as `crawler::NoVerification` does), so that
     // key applies on reload.
     let (crawler, crawler_updater) = start_crawler(&cfg, clock.clone(), &store, &registry)?;
-    let collectors = Arc::new(collectors::LiveCollectors::start(
-        &cfg,
-        crawler.clone(),
-        clock.clone(),
-        &engine,
-        &registry,
-        &components,
-        &store,
-    )?);
+    let collectors = Arc::new(
+        collectors::LiveCollectors::start(
+            &cfg,
+            crawler.clone(),
+            clock.clone(),
+            &engine,
+            &registry,
+            &components,
+            &store,
+        )
+        .map_err(StartError::subsystem("collectors"))?,
+    );
     let mail_log = crate::mail::log::collector::start_configured(
         &cfg,
         jiff::tz::TimeZone::system(),
@@ -228,10 +241,10 @@ pub fn run(opts: Options) -> Result<(), String> {
         &registry,
         cfg.webui.limits.max_sse_subscribers,
     )
-    .map_err(|e| format!("{}: {e}", crate::events::ROW))?;
+    .map_err(StartError::subsystem(crate::events::ROW))?;
     engine.subscribe(events.listener());
-    let alerts =
-        crate::alerts::Alerts::start(&cfg.alerts, clock.clone(), store.clone(), &registry)?;
+    let alerts = crate::alerts::Alerts::start(&cfg.alerts, clock.clone(), store.clone(), &registry)
+        .map_err(StartError::subsystem("alerts"))?;
     engine.subscribe(alerts.listener());
     let threat = {
         let weak = Arc::downgrade(&engine);
@@ -248,10 +261,11 @@ pub fn run(opts: Options) -> Result<(), String> {
             &cfg.threat,
             &cfg.reputation,
         )
-        .map_err(|e| e.to_string())?
+        .map_err(StartError::Threat)?
     };
     engine.subscribe(threat.listener());
-    let challenge = challenge::start(&cfg, clock.clone(), &store, &threat)?;
+    let challenge = challenge::start(&cfg, clock.clone(), &store, &threat)
+        .map_err(StartError::subsystem("challenge"))?;
     let abuse = start_abuse_reporting(&cfg, &clock, &store, &registry, &threat)?;
     threat.add_exemption(crawler.clone());
     let waf = {
@@ -279,15 +293,20 @@ pub fn run(opts: Options) -> Result<(), String> {
             &registry,
             &components,
             &store,
-        )?
+        )
+        .map_err(StartError::subsystem("waf"))?
     };
-    engine.start()?;
-    mail.start().map_err(|e| format!("mail antivirus: {e}"))?;
+    engine
+        .start()
+        .map_err(StartError::subsystem("findings engine"))?;
+    mail.start()
+        .map_err(StartError::subsystem("mail antivirus"))?;
     let minutes = |m: u64| (m > 0).then(|| std::time::Duration::from_secs(m * 60));
     jobs.start(
         minutes(cfg.engine.critical_interval_min),
         minutes(cfg.engine.deep_interval_min),
-    )?;
+    )
+    .map_err(StartError::subsystem("scan jobs"))?;
     let services = crate::api::Services {
         registry: registry.clone(),
         engine: engine.clone(),
@@ -320,11 +339,20 @@ pub fn run(opts: Options) -> Result<(), String> {
     }
 
     open_file_limit(&cfg.webui.limits);
-    let server = Server::bind(cfg.webui.listen, tls, cfg.webui.limits.clone())
-        .map_err(|e| format!("cannot listen on {}: {e}", cfg.webui.listen))?;
-    let addr = server.local_addr().map_err(|e| e.to_string())?;
+    let server =
+        Server::bind(cfg.webui.listen, tls, cfg.webui.limits.clone()).map_err(|source| {
+            StartError::Listen {
+                addr: cfg.webui.listen,
+                source,
+            }
+        })?;
+    let listen_err = |source| StartError::Listen {
+        addr: cfg.webui.listen,
+        source,
+    };
+    let addr = server.local_addr().map_err(listen_err)?;
     let _ = app.server.set(server.stats());
-    let stopper = server.stopper().map_err(|e| e.to_string())?;
+    let stopper = server.stopper().map_err(listen_err)?;
     events.watch_server_stop(stopper.flag());
 
     let reloader = Arc::new(reload::Reloader::new(
@@ -339,8 +367,12 @@ pub fn run(opts: Options) -> Result<(), String> {
         let ctx = commands::Ctx::new(app.clone(), reloader.clone(), collectors.clone());
         let handler: Arc<control::CommandFn> =
             Arc::new(move |cmd: &str, args: &Value| commands::dispatch(&ctx, cmd, args));
-        control::ControlServer::start(&cfg.socket_path(), handler)
-            .map_err(|e| format!("control socket {}: {e}", cfg.socket_path().display()))?
+        control::ControlServer::start(&cfg.socket_path(), handler).map_err(|source| {
+            StartError::Control {
+                path: cfg.socket_path(),
+                source,
+            }
+        })?
     };
 
     let http_thread = {
@@ -348,7 +380,10 @@ pub fn run(opts: Options) -> Result<(), String> {
         std::thread::Builder::new()
             .name("http-front".into())
             .spawn(move || server.run(app))
-            .map_err(|e| e.to_string())?
+            .map_err(|source| StartError::Spawn {
+                thread: "http-front",
+                source,
+            })?
     };
 
     announce(&cfg, addr, dev_tokens.as_ref());
@@ -361,9 +396,10 @@ pub fn run(opts: Options) -> Result<(), String> {
     }
 
     loop {
-        let sig = signals
-            .wait()
-            .map_err(|e| format!("waiting for signals: {e}"))?;
+        let sig = signals.wait().map_err(|source| StartError::Signals {
+            what: "waiting for signals",
+            source,
+        })?;
         if sig == Signal::SIGHUP {
             // Logged and audited by the reloader.
             let _ = reloader.reload(reload::Trigger::Signal);
@@ -421,14 +457,15 @@ fn start_abuse_reporting(
     store: &Store,
     registry: &Arc<crate::queue::Registry>,
     threat: &Arc<crate::threat::Threat>,
-) -> Result<Option<Arc<crate::abuse::Reporter>>, String> {
+) -> Result<Option<Arc<crate::abuse::Reporter>>, StartError> {
     let Some(ab) = &threat.autoblock else {
         if cfg.reputation.report.active() {
             log::warn!("abuse reporting: no automatic blocking runs (firewall off), so nothing is reported");
         }
         return Ok(None);
     };
-    let roots = crate::net::https::Roots::load(cfg.reputation.ca_file.as_deref())?;
+    let roots = crate::net::https::Roots::load(cfg.reputation.ca_file.as_deref())
+        .map_err(StartError::subsystem("abuse reporting"))?;
     let r = crate::abuse::Reporter::new(
         &cfg.reputation.report,
         roots,
@@ -437,9 +474,10 @@ fn start_abuse_reporting(
         store.clone(),
         registry,
     )
-    .map_err(|e| format!("abuse reporting: {e}"))?;
+    .map_err(StartError::subsystem("abuse reporting"))?;
     if let Some(r) = &r {
-        r.start()?;
+        r.start()
+            .map_err(StartError::subsystem("abuse reporting"))?;
         ab.add_sink(r.clone());
     }
     Ok(r)
@@ -458,7 +496,7 @@ fn start_crawler(
         Arc<crate::crawler::Verifier>,
         Option<crate::crawler::Updater>,
     ),
-    String,
+    StartError,
 > {
     let (ranges, err) = crate::crawler::ranges::RangeSet::load(&cfg.state_path);
     if let Some(e) = err {
@@ -471,9 +509,10 @@ fn start_crawler(
         store.clone(),
         registry,
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(StartError::subsystem("crawler verifier"))?;
     let updater = if cfg.crawler.enabled && cfg.crawler.bot_ranges.enabled {
-        let roots = crate::net::https::Roots::load(cfg.reputation.ca_file.as_deref())?;
+        let roots = crate::net::https::Roots::load(cfg.reputation.ca_file.as_deref())
+            .map_err(StartError::subsystem("bot-range updater"))?;
         Some(
             crate::crawler::Updater::start(
                 verifier.clone(),
@@ -482,7 +521,7 @@ fn start_crawler(
                 roots,
                 std::time::Duration::from_secs(cfg.reputation.timeout_seconds),
             )
-            .map_err(|e| format!("cannot start the bot-range updater: {e}"))?,
+            .map_err(StartError::subsystem("cannot start the bot-range updater"))?,
         )
     } else {
         None

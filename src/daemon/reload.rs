@@ -66,7 +66,9 @@ impl Source {
             Source::File(path) => {
                 config::load(path).map_err(|errs| errs.iter().map(|e| e.to_string()).collect())
             }
-            Source::Dev => super::dev::config().map(|(c, _)| c).map_err(|e| vec![e]),
+            Source::Dev => super::dev::config()
+                .map(|(c, _)| c)
+                .map_err(|e| vec![e.to_string()]),
         }
     }
 
@@ -222,17 +224,17 @@ pub static SECTIONS: &[Section] = &[
                 b.engine.auto_quarantine,
             )
         },
-        apply: |h, c, _| h.collectors.restart_files(c),
+        apply: |h, c, _| h.collectors.restart_files(c).map_err(|e| e.to_string()),
     },
     Section {
         name: "logs.auth",
         changed: |a, b| a.engine.auth_logs != b.engine.auth_logs,
-        apply: |h, c, _| h.collectors.restart_auth(c),
+        apply: |h, c, _| h.collectors.restart_auth(c).map_err(|e| e.to_string()),
     },
     Section {
         name: "logs.access",
         changed: |a, b| a.engine.access_logs != b.engine.access_logs,
-        apply: |h, c, _| h.collectors.restart_access(c),
+        apply: |h, c, _| h.collectors.restart_access(c).map_err(|e| e.to_string()),
     },
     Section {
         name: "mail",

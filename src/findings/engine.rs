@@ -49,7 +49,9 @@ use super::pending::{ParkedCheckpoint, PendingFile, MAX_PARKED};
 use super::suppress::{self as suppress, Matcher, Suppressions};
 use super::Finding;
 use crate::clock::SharedClock;
-use crate::queue::{BoundedQueue, LagBasis, PopError, QueueHealth, Registry, RowConfig, RowHandle};
+use crate::queue::{
+    BoundedQueue, LagBasis, PopError, QueueHealth, Registry, RowConfig, RowError, RowHandle,
+};
 use crate::store::suppressions::Suppression;
 use crate::store::{self, Store, StoreError};
 
@@ -303,6 +305,37 @@ pub struct Engine {
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
+/// Why the engine could not be built or started.
+#[derive(Debug)]
+pub enum EngineError {
+    /// A queue row could not be built or registered.
+    Queue(crate::queue::RowError),
+    /// The active findings could not be loaded.
+    Load(StoreError),
+    /// The dispatcher thread could not be started.
+    Spawn(std::io::Error),
+}
+
+impl std::fmt::Display for EngineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EngineError::Queue(e) => write!(f, "{e}"),
+            EngineError::Load(e) => write!(f, "loading active findings: {e}"),
+            EngineError::Spawn(e) => write!(f, "cannot start the dispatcher thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for EngineError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            EngineError::Queue(e) => Some(e),
+            EngineError::Load(e) => Some(e),
+            EngineError::Spawn(e) => Some(e),
+        }
+    }
+}
+
 impl Engine {
     /// Builds the engine (ingest held) and loads the active set. Call [`Engine::start`] once
     /// collectors are wired to begin dispatching.
@@ -311,18 +344,20 @@ impl Engine {
         store: Store,
         registry: &Arc<Registry>,
         state: &Path,
-    ) -> Result<Arc<Engine>, String> {
+    ) -> Result<Arc<Engine>, EngineError> {
         let queue = BoundedQueue::new(
             clock.clone(),
             RowConfig::new("findings")
                 .capacity(INGEST_CAPACITY as u64)
                 .running_slots(1),
         )
-        .map_err(|e| format!("findings.ingest: {e:?}"))?;
+        .map_err(RowError::at("findings.ingest"))
+        .map_err(EngineError::Queue)?;
         queue.health().hold();
         let ingest_row = registry
             .register("findings.ingest", queue.health().clone())
-            .map_err(|e| format!("findings.ingest: {e:?}"))?;
+            .map_err(RowError::at("findings.ingest"))
+            .map_err(EngineError::Queue)?;
         let pending_health = QueueHealth::new(
             clock.clone(),
             RowConfig::new("findings")
@@ -331,10 +366,11 @@ impl Engine {
         );
         let pending_row = registry
             .register("state.pending", pending_health)
-            .map_err(|e| format!("state.pending: {e:?}"))?;
+            .map_err(RowError::at("state.pending"))
+            .map_err(EngineError::Queue)?;
         let loaded = store
             .read(store::findings::load_active)
-            .map_err(|e| format!("loading active findings: {e}"))?;
+            .map_err(EngineError::Load)?;
         let active = ActiveSet::load(loaded);
         let published = Arc::new(active.snapshot());
         let pending_file = PendingFile::new(state);
@@ -387,7 +423,7 @@ impl Engine {
 
     /// Classifies the loaded findings, trims the set to its bound, replays parked findings,
     /// releases the startup hold and starts the dispatcher thread.
-    pub fn start(self: &Arc<Self>) -> Result<(), String> {
+    pub fn start(self: &Arc<Self>) -> Result<(), EngineError> {
         {
             let mut st = self.state.lock();
             let scheduled = self.scheduled_checks.read().clone();
@@ -413,7 +449,7 @@ impl Engine {
         let t = std::thread::Builder::new()
             .name("findings-dispatch".into())
             .spawn(move || me.run())
-            .map_err(|e| e.to_string())?;
+            .map_err(EngineError::Spawn)?;
         *self.thread.lock() = Some(t);
         Ok(())
     }

@@ -6,4 +6,4 @@ pub mod evidence;
 pub mod pending;
 pub mod suppress;
 pub use crate::model::finding::{Finding, Severity};
-pub use engine::{Engine, Ingest};
+pub use engine::{Engine, EngineError, Ingest};

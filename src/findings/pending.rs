@@ -13,6 +13,39 @@ use serde::{Deserialize, Serialize};
 
 use super::{Finding, Severity};
 
+/// Why the parked-findings file could not be read.
+#[derive(Debug)]
+pub enum PendingError {
+    /// The file exists but could not be read.
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The file is not the JSON this module writes.
+    Parse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+}
+
+impl std::fmt::Display for PendingError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PendingError::Read { path, source } => write!(f, "{}: {source}", path.display()),
+            PendingError::Parse { path, source } => write!(f, "{}: {source}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for PendingError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PendingError::Read { source, .. } => Some(source),
+            PendingError::Parse { source, .. } => Some(source),
+        }
+    }
+}
+
 /// Parked findings kept at most.
 pub const MAX_PARKED: usize = 10_000;
 
@@ -110,11 +143,14 @@ impl PendingFile {
 
     /// Reads parked findings and checkpoints. A missing file is empty; an unreadable one is
     /// an error.
-    pub fn read(&self) -> Result<Contents, String> {
+    pub fn read(&self) -> Result<Contents, PendingError> {
         match crate::fsutil::read_daemon_file(&self.path) {
             Ok(bytes) => {
-                let layout: Layout = serde_json::from_slice(&bytes)
-                    .map_err(|e| format!("{}: {e}", self.path.display()))?;
+                let layout: Layout =
+                    serde_json::from_slice(&bytes).map_err(|source| PendingError::Parse {
+                        path: self.path.clone(),
+                        source,
+                    })?;
                 let (parked, checkpoints) = match layout {
                     Layout::Object {
                         findings,
@@ -131,7 +167,10 @@ impl PendingFile {
                 })
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Contents::default()),
-            Err(e) => Err(format!("{}: {e}", self.path.display())),
+            Err(source) => Err(PendingError::Read {
+                path: self.path.clone(),
+                source,
+            }),
         }
     }
 
@@ -186,7 +225,12 @@ mod tests {
         assert_eq!(back.findings, vec![f]);
         assert!(back.checkpoints.is_empty());
         std::fs::write(p.path(), b"\x00garbage").unwrap();
-        assert!(p.read().is_err());
+        let e = p.read().err().unwrap();
+        assert!(matches!(e, PendingError::Parse { .. }), "{e:?}");
+        assert!(
+            e.to_string().starts_with(&p.path().display().to_string()),
+            "{e}"
+        );
         p.remove().unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }

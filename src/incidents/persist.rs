@@ -60,7 +60,7 @@ const MAX_PAUSE: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub enum PersistError {
     /// A row name is taken (a second persistent instance).
-    Row(String),
+    Row(crate::queue::RowError),
     /// The writer thread could not start.
     Thread(std::io::Error),
 }
@@ -74,7 +74,14 @@ impl std::fmt::Display for PersistError {
     }
 }
 
-impl std::error::Error for PersistError {}
+impl std::error::Error for PersistError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PersistError::Row(e) => Some(e),
+            PersistError::Thread(e) => Some(e),
+        }
+    }
+}
 
 /// Snapshot records written per store transaction at most. A burst from thousands of
 /// addresses is written in several rounds, so the rows of one round (and the statement
@@ -273,7 +280,8 @@ impl Persist {
             rows.push(
                 registry
                     .register(name, h.clone())
-                    .map_err(|e| PersistError::Row(format!("{name}: {e:?}")))?,
+                    .map_err(crate::queue::RowError::at(name))
+                    .map_err(PersistError::Row)?,
             );
         }
         let (wake_tx, wake_rx) = bounded(1);

@@ -26,4 +26,4 @@ pub mod spool;
 pub mod staging;
 pub mod watcher;
 
-pub use service::MailAv;
+pub use service::{MailAv, MailError};

@@ -32,8 +32,10 @@ use crate::clock::SharedClock;
 use crate::config::mail::MailConfig;
 use crate::findings::{Engine, Finding, Severity};
 use crate::lograte::LogLimiter;
-use crate::queue::{BoundedQueue, Flag, LagBasis, QueueHealth, Registry, RowConfig, RowHandle};
-use crate::scan::signatures::SignatureSet;
+use crate::queue::{
+    BoundedQueue, Flag, LagBasis, QueueHealth, Registry, RowConfig, RowError, RowHandle,
+};
+use crate::scan::signatures::{RuleError, SignatureSet};
 use crate::store::mail::Counts;
 use crate::store::Store;
 use crate::text::for_log;
@@ -126,6 +128,43 @@ fn quarantine_dir(cfg: &MailConfig, state: &Path) -> PathBuf {
         .unwrap_or_else(|| state.join("mail-quarantine"))
 }
 
+/// Why the mail antivirus could not be built or started.
+#[derive(Debug)]
+pub enum MailError {
+    /// The shipped signatures did not compile (a build defect).
+    Signatures(RuleError),
+    /// A queue row could not be built or registered.
+    Queue(RowError),
+    /// A watcher or scanner thread could not be started.
+    Spawn(std::io::Error),
+}
+
+impl From<RowError> for MailError {
+    fn from(e: RowError) -> Self {
+        MailError::Queue(e)
+    }
+}
+
+impl std::fmt::Display for MailError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MailError::Signatures(e) => write!(f, "shipped signatures: {e}"),
+            MailError::Queue(e) => write!(f, "{e}"),
+            MailError::Spawn(e) => write!(f, "cannot start a mail thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for MailError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            MailError::Signatures(e) => Some(e),
+            MailError::Queue(e) => Some(e),
+            MailError::Spawn(e) => Some(e),
+        }
+    }
+}
+
 impl MailAv {
     /// Builds the handle and finishes quarantine operations a crash interrupted; the
     /// watcher starts with [`MailAv::start`].
@@ -136,9 +175,8 @@ impl MailAv {
         clock: SharedClock,
         engine: Arc<Engine>,
         registry: Arc<Registry>,
-    ) -> Result<Arc<MailAv>, String> {
-        let shipped_rules =
-            SignatureSet::shipped_rule_count().map_err(|e| format!("shipped signatures: {e}"))?;
+    ) -> Result<Arc<MailAv>, MailError> {
+        let shipped_rules = SignatureSet::shipped_rule_count().map_err(MailError::Signatures)?;
         let q = Arc::new(MailQuarantine::new(
             quarantine_dir(cfg, state_path),
             store.clone(),
@@ -173,7 +211,7 @@ impl MailAv {
     }
 
     /// Starts the watcher and scanners when `mail.enabled`.
-    pub fn start(&self) -> Result<(), String> {
+    pub fn start(&self) -> Result<(), MailError> {
         let mut slot = self.runtime.lock();
         if slot.is_some() {
             return Ok(());
@@ -216,7 +254,7 @@ impl MailAv {
                 .capacity(SCANNER_CAPACITY)
                 .running_slots(cfg.scan_threads),
         )
-        .map_err(|e| format!("spool.scanner: {e:?}"))?;
+        .map_err(RowError::at("spool.scanner"))?;
         let av_row = QueueHealth::new(
             clock.clone(),
             RowConfig::new("scans")
@@ -227,17 +265,15 @@ impl MailAv {
         let rows = vec![
             self.registry
                 .register("spool.scanner", queue.health().clone())
-                .map_err(|e| format!("spool.scanner: {e:?}"))?,
+                .map_err(RowError::at("spool.scanner"))?,
             self.registry
                 .register("email_av.scans", av_row.clone())
-                .map_err(|e| format!("email_av.scans: {e:?}"))?,
+                .map_err(RowError::at("email_av.scans"))?,
         ];
         let signatures = match self.shared.signatures.get() {
             Some(s) => s.clone(),
             None => {
-                let s = Arc::new(
-                    SignatureSet::shipped().map_err(|e| format!("shipped signatures: {e}"))?,
-                );
+                let s = Arc::new(SignatureSet::shipped().map_err(MailError::Signatures)?);
                 self.shared.signatures.get_or_init(|| s).clone()
             }
         };
@@ -278,7 +314,7 @@ impl MailAv {
                 std::thread::Builder::new()
                     .name(format!("mail-scan-{i}"))
                     .spawn(move || ctx.run())
-                    .map_err(|e| e.to_string())?,
+                    .map_err(MailError::Spawn)?,
             );
         }
         let admit: Arc<dyn Admit> = Arc::new(Admitter {
@@ -293,7 +329,7 @@ impl MailAv {
                 std::thread::Builder::new()
                     .name("mail-spool".into())
                     .spawn(move || watcher::run(root, mta, admit, stop))
-                    .map_err(|e| e.to_string())?,
+                    .map_err(MailError::Spawn)?,
             );
         }
         log::info!(
@@ -329,7 +365,7 @@ impl MailAv {
 
     /// Applies a new `[mail]` section: the watcher and scanners restart with it.
     /// `state_path` is a restart key: the running one is kept.
-    pub fn reconfigure(&self, cfg: &MailConfig) -> Result<(), String> {
+    pub fn reconfigure(&self, cfg: &MailConfig) -> Result<(), MailError> {
         self.stop();
         let state_path = self.shared.cfg.read().1.clone();
         let state_path = state_path.as_path();

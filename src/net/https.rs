@@ -28,25 +28,76 @@ impl std::fmt::Debug for Roots {
     }
 }
 
+/// Why `reputation.ca_file` could not be used.
+#[derive(Debug)]
+pub enum RootsError {
+    /// The file could not be read.
+    Read {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// A PEM block did not decode.
+    NotPem {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// The file holds no certificate.
+    Empty { path: std::path::PathBuf },
+}
+
+impl std::fmt::Display for RootsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RootsError::Read { path, source } => {
+                write!(f, "reputation.ca_file {}: {source}", path.display())
+            }
+            RootsError::NotPem { path, source } => {
+                write!(
+                    f,
+                    "reputation.ca_file {}: not PEM: {source}",
+                    path.display()
+                )
+            }
+            RootsError::Empty { path } => write!(
+                f,
+                "reputation.ca_file {}: no certificate found",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RootsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RootsError::Read { source, .. } | RootsError::NotPem { source, .. } => Some(source),
+            RootsError::Empty { .. } => None,
+        }
+    }
+}
+
 impl Roots {
     /// Reads `path` (PEM certificates); `None` uses the built-in roots.
-    pub fn load(path: Option<&std::path::Path>) -> Result<Roots, String> {
+    pub fn load(path: Option<&std::path::Path>) -> Result<Roots, RootsError> {
         let Some(path) = path else {
             return Ok(Roots(None));
         };
-        let pem = crate::fsutil::read_daemon_file(path)
-            .map_err(|e| format!("reputation.ca_file {}: {e}", path.display()))?;
+        let pem = crate::fsutil::read_daemon_file(path).map_err(|source| RootsError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let mut certs = Vec::new();
         for item in rustls_pemfile::certs(&mut pem.as_slice()) {
-            let der =
-                item.map_err(|e| format!("reputation.ca_file {}: not PEM: {e}", path.display()))?;
+            let der = item.map_err(|source| RootsError::NotPem {
+                path: path.to_path_buf(),
+                source,
+            })?;
             certs.push(Certificate::from_der(der.as_ref()).to_owned());
         }
         if certs.is_empty() {
-            return Err(format!(
-                "reputation.ca_file {}: no certificate found",
-                path.display()
-            ));
+            return Err(RootsError::Empty {
+                path: path.to_path_buf(),
+            });
         }
         Ok(Roots(Some(Arc::new(certs))))
     }

@@ -87,6 +87,7 @@
 
 mod bounded;
 mod capacity;
+mod error;
 mod guards;
 mod hclock;
 mod health;
@@ -100,6 +101,7 @@ mod work;
 
 pub use bounded::{BoundedQueue, PopError, QueueConfigError, RefuseReason};
 pub(crate) use capacity::Capacity;
+pub use error::{RowCause, RowError};
 pub use guards::{RunningGuard, Ticket};
 pub use health::QueueHealth;
 pub use registry::{RegisterError, Registry, RowHandle};

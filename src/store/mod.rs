@@ -72,6 +72,10 @@ pub enum StoreError {
     Closed,
     /// SQLite reported an error.
     Sql(rusqlite::Error),
+    /// The database file could not be created.
+    Io(std::io::Error),
+    /// A store thread (writer or checkpointer) could not be started.
+    Spawn(std::io::Error),
 }
 
 impl std::fmt::Display for StoreError {
@@ -81,11 +85,21 @@ impl std::fmt::Display for StoreError {
             StoreError::Timeout => f.write_str("store did not commit in time"),
             StoreError::Closed => f.write_str("store is closed"),
             StoreError::Sql(e) => write!(f, "store error: {e}"),
+            StoreError::Io(e) => write!(f, "cannot create the database file: {e}"),
+            StoreError::Spawn(e) => write!(f, "cannot start a store thread: {e}"),
         }
     }
 }
 
-impl std::error::Error for StoreError {}
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::Sql(e) => Some(e),
+            StoreError::Io(e) | StoreError::Spawn(e) => Some(e),
+            StoreError::Busy | StoreError::Timeout | StoreError::Closed => None,
+        }
+    }
+}
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
@@ -190,7 +204,7 @@ impl Store {
                     .write(true)
                     .mode(0o600),
             )
-            .map_err(|e| StoreError::Sql(rusqlite::Error::ToSqlConversionFailure(Box::new(e))))?;
+            .map_err(StoreError::Io)?;
         }
         let mut conn = open_conn(
             path,
@@ -235,9 +249,7 @@ impl Store {
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         let ckpt_conn = open_conn(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
         let (ckpt_tx, ckpt_rx) = bounded::<()>(1);
-        let spawn_err = |e: std::io::Error| {
-            StoreError::Sql(rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
-        };
+        let spawn_err = StoreError::Spawn;
         let checkpointer = std::thread::Builder::new()
             .name("store-checkpoint".into())
             .spawn(move || checkpoint_loop(ckpt_conn, ckpt_rx))
@@ -691,6 +703,26 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("svc.db");
         (Store::open(&p).unwrap(), dir)
+    }
+
+    /// A database file that cannot be created is an I/O error, not a SQLite one.
+    #[test]
+    fn open_reports_file_creation_as_io() {
+        let dir = std::env::temp_dir().join(format!("svc-store-io-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // A regular file where the parent directory should be: ENOTDIR.
+        std::fs::write(dir.join("notadir"), b"").unwrap();
+        let err = Store::open(&dir.join("notadir").join("svc.db"))
+            .err()
+            .unwrap();
+        assert!(matches!(err, StoreError::Io(_)), "{err:?}");
+        assert!(std::error::Error::source(&err).is_some());
+        assert!(
+            err.to_string().contains("cannot create the database file"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

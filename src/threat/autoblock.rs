@@ -210,18 +210,18 @@ impl AutoBlock {
         d: Deps,
         settings: Settings,
         registry: &Arc<Registry>,
-    ) -> Result<Arc<AutoBlock>, String> {
+    ) -> Result<Arc<AutoBlock>, crate::queue::RowError> {
         let queue = BoundedQueue::new(
             d.clock.clone(),
             RowConfig::new("addresses")
                 .capacity(WAITING_CAPACITY as u64)
                 .running_slots(1),
         )
-        .map_err(|e| format!("{WAITING_ROW}: {e:?}"))?;
+        .map_err(crate::queue::RowError::at(WAITING_ROW))?;
         let reg = |name: &str, h: Arc<QueueHealth>| {
             registry
                 .register(name, h)
-                .map_err(|e| format!("{name}: {e}"))
+                .map_err(crate::queue::RowError::at(name))
         };
         let waiting_row = reg(WAITING_ROW, queue.health().clone())?;
         let active = reg(
@@ -331,7 +331,7 @@ impl AutoBlock {
     }
 
     /// Starts the state owner's thread (a cycle a second).
-    pub fn start(self: &Arc<Self>) -> Result<(), String> {
+    pub fn start(self: &Arc<Self>) -> Result<(), std::io::Error> {
         let me = Arc::downgrade(self);
         let t = std::thread::Builder::new()
             .name("threat-autoblock".into())
@@ -346,8 +346,7 @@ impl AutoBlock {
                     Err(PopError::Closed) => return,
                 };
                 a.cycle(first);
-            })
-            .map_err(|e| format!("cannot start the auto-block thread: {e}"))?;
+            })?;
         *self.thread.lock() = Some(t);
         Ok(())
     }

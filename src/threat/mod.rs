@@ -74,9 +74,13 @@ const FLUSH_TURN: usize = 50;
 /// Why the subsystem could not start.
 #[derive(Debug)]
 pub enum StartError {
-    Row(String),
+    /// A queue row could not be built or registered.
+    Row(crate::queue::RowError),
+    /// The attack database could not be loaded.
     Store(crate::store::StoreError),
-    Config(String),
+    /// A source or feed could not be configured.
+    Config(sources::SourceError),
+    /// A thread could not be started.
     Thread(std::io::Error),
 }
 
@@ -91,7 +95,16 @@ impl std::fmt::Display for StartError {
     }
 }
 
-impl std::error::Error for StartError {}
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StartError::Row(e) => Some(e),
+            StartError::Store(e) => Some(e),
+            StartError::Config(e) => Some(e),
+            StartError::Thread(e) => Some(e),
+        }
+    }
+}
 
 /// What the daemon wires in.
 pub struct Deps {
@@ -189,11 +202,13 @@ impl Threat {
         let events_row = d
             .registry
             .register(EVENTS_ROW, events_h.clone())
-            .map_err(|e| StartError::Row(format!("{EVENTS_ROW}: {e}")))?;
+            .map_err(crate::queue::RowError::at(EVENTS_ROW))
+            .map_err(StartError::Row)?;
         let records_row = d
             .registry
             .register(RECORDS_ROW, records_h.clone())
-            .map_err(|e| StartError::Row(format!("{RECORDS_ROW}: {e}")))?;
+            .map_err(crate::queue::RowError::at(RECORDS_ROW))
+            .map_err(StartError::Row)?;
         let db = Arc::new(db::AttackDb::new(
             t.max_records,
             t.half_life_hours,
@@ -309,7 +324,7 @@ impl Threat {
             .store(stored, Ordering::Relaxed);
         threat.start_threads().map_err(StartError::Thread)?;
         if let Some(a) = &threat.autoblock {
-            a.start().map_err(StartError::Config)?;
+            a.start().map_err(StartError::Thread)?;
         }
         Ok(threat)
     }
@@ -524,7 +539,11 @@ impl Threat {
 
     /// Applies a new configuration: database limits, weights, deadline, sources, feeds,
     /// digest and auto-block settings.
-    pub fn reconfigure(&self, t: &ThreatConfig, r: &ReputationConfig) -> Result<(), String> {
+    pub fn reconfigure(
+        &self,
+        t: &ThreatConfig,
+        r: &ReputationConfig,
+    ) -> Result<(), sources::SourceError> {
         let built = sources::build(&self.env, t, r)?;
         self.feeds.configure(r)?;
         let w = t.clone();

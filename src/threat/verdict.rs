@@ -22,6 +22,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::sources::SourceError;
+
 use crossbeam_channel::{bounded, Receiver, Sender};
 use jiff::Timestamp;
 use parking_lot::{Mutex, RwLock};
@@ -238,7 +240,7 @@ struct Pool {
 }
 
 impl Pool {
-    fn start(clock: SharedClock, registry: &Arc<Registry>) -> Result<Pool, String> {
+    fn start(clock: SharedClock, registry: &Arc<Registry>) -> Result<Pool, SourceError> {
         let queue: Arc<BoundedQueue<Job>> = Arc::new(
             BoundedQueue::new(
                 clock,
@@ -246,11 +248,13 @@ impl Pool {
                     .capacity(POOL_CAPACITY as u64)
                     .running_slots(POOL_THREADS),
             )
-            .map_err(|e| format!("{POOL_ROW}: {e:?}"))?,
+            .map_err(crate::queue::RowError::at(POOL_ROW))
+            .map_err(SourceError::Queue)?,
         );
         let row = registry
             .register(POOL_ROW, queue.health().clone())
-            .map_err(|e| e.to_string())?;
+            .map_err(crate::queue::RowError::at(POOL_ROW))
+            .map_err(SourceError::Queue)?;
         let mut threads = Vec::new();
         for n in 0..POOL_THREADS {
             let q = queue.clone();
@@ -286,7 +290,7 @@ impl Pool {
                             Err(PopError::Closed) => return,
                         }
                     })
-                    .map_err(|e| format!("cannot start the lookup pool: {e}"))?,
+                    .map_err(SourceError::Spawn)?,
             );
         }
         Ok(Pool {
@@ -336,7 +340,7 @@ impl Aggregator {
         sources: Vec<Arc<dyn Source>>,
         weights: Weights,
         deadline: Duration,
-    ) -> Result<(), String> {
+    ) -> Result<(), SourceError> {
         let remote = sources.iter().any(|s| s.remote());
         {
             let mut pool = self.pool.lock();

@@ -13,10 +13,60 @@ use crate::clock::SharedClock;
 use crate::components::Components;
 use crate::config::Config;
 use crate::findings::Engine;
-use crate::queue::{BoundedQueue, Registry, RowConfig, RowHandle};
+use crate::queue::{BoundedQueue, Registry, RowConfig, RowError, RowHandle};
 use crate::scan::quarantine::{Quarantine, QuarantineControl, TrustRestored};
-use crate::scan::signatures::SignatureSet;
+use crate::scan::signatures::{RuleError, SignatureSet};
 use crate::store::Store;
+
+/// Why a collector could not start.
+#[derive(Debug)]
+pub enum CollectorError {
+    /// The shipped signatures did not compile (a build defect).
+    Signatures(RuleError),
+    /// A queue row could not be built or registered.
+    Queue(RowError),
+    /// The file watcher could not start.
+    Watcher(std::io::Error),
+    /// A collector thread could not be started.
+    Spawn(std::io::Error),
+    /// A log collector (auth or access) could not start.
+    Log(super::tail::StartError),
+}
+
+impl From<RowError> for CollectorError {
+    fn from(e: RowError) -> Self {
+        CollectorError::Queue(e)
+    }
+}
+
+impl From<super::tail::StartError> for CollectorError {
+    fn from(e: super::tail::StartError) -> Self {
+        CollectorError::Log(e)
+    }
+}
+
+impl std::fmt::Display for CollectorError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CollectorError::Signatures(e) => write!(f, "shipped signatures: {e}"),
+            CollectorError::Queue(e) => write!(f, "{e}"),
+            CollectorError::Watcher(e) => write!(f, "file watcher: {e}"),
+            CollectorError::Spawn(e) => write!(f, "cannot start a collector thread: {e}"),
+            CollectorError::Log(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for CollectorError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CollectorError::Signatures(e) => Some(e),
+            CollectorError::Queue(e) => Some(e),
+            CollectorError::Watcher(e) | CollectorError::Spawn(e) => Some(e),
+            CollectorError::Log(e) => Some(e),
+        }
+    }
+}
 
 /// Waiting file events the analyzer holds.
 pub const ANALYZER_CAPACITY: u64 = 4096;
@@ -81,7 +131,7 @@ pub fn start_collectors(
     components: &Arc<Components>,
     store: &Store,
     restored: Arc<Restored>,
-) -> Result<Collectors, String> {
+) -> Result<Collectors, CollectorError> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut c = Collectors {
         stop: stop.clone(),
@@ -100,19 +150,18 @@ pub fn start_collectors(
     let e = &cfg.engine;
 
     if !e.watch_roots.is_empty() {
-        let signatures =
-            Arc::new(SignatureSet::shipped().map_err(|err| format!("shipped signatures: {err}"))?);
+        let signatures = Arc::new(SignatureSet::shipped().map_err(CollectorError::Signatures)?);
         let queue: BoundedQueue<FileEvent> = BoundedQueue::new(
             clock.clone(),
             RowConfig::new("files")
                 .capacity(ANALYZER_CAPACITY)
                 .running_slots(1),
         )
-        .map_err(|err| format!("fanotify.analyzer: {err:?}"))?;
+        .map_err(RowError::at("fanotify.analyzer"))?;
         c._rows.push(
             registry
                 .register("fanotify.analyzer", queue.health().clone())
-                .map_err(|err| format!("{err:?}"))?,
+                .map_err(RowError::at("fanotify.analyzer"))?,
         );
         let (tx, rx) = crossbeam_channel::bounded::<FileEvent>(1024);
         let mut opts = WatchOptions::new(tx, clock.clone());
@@ -126,8 +175,8 @@ pub fn start_collectors(
             cfg.state_path.join("quarantine"),
             cfg.state_path.join("tls"),
         ];
-        let watcher = FileWatcher::start(e.watch_roots.clone(), opts)
-            .map_err(|err| format!("file watcher: {err}"))?;
+        let watcher =
+            FileWatcher::start(e.watch_roots.clone(), opts).map_err(CollectorError::Watcher)?;
         let component = components.add("files", "file_watcher");
         component.attached.store(true, Ordering::Relaxed);
         component.set_detail(format!(
@@ -146,7 +195,7 @@ pub fn start_collectors(
         c._rows.push(
             registry
                 .register("fanotify.reconcile", reconcile.health().clone())
-                .map_err(|err| format!("{err:?}"))?,
+                .map_err(RowError::at("fanotify.reconcile"))?,
         );
         // Forward watcher events into the instrumented analyzer queue, merging an event into
         // one already waiting for the same path. A refusal is a loss of this row, and the
@@ -185,7 +234,7 @@ pub fn start_collectors(
                         }
                     }
                 })
-                .map_err(|err| err.to_string())?,
+                .map_err(CollectorError::Spawn)?,
         );
         let analyzer = Analyzer::new(
             signatures,
@@ -203,7 +252,7 @@ pub fn start_collectors(
             std::thread::Builder::new()
                 .name("files-analyzer".into())
                 .spawn(move || analyzer.run(files, astop))
-                .map_err(|err| err.to_string())?,
+                .map_err(CollectorError::Spawn)?,
         );
         c.queues.push(queue);
         c.file_watcher = Some(watcher);
@@ -225,8 +274,7 @@ pub fn start_collectors(
             registry,
             components,
             store,
-        )
-        .map_err(|err| err.to_string())?;
+        )?;
         c.auth_thresholds = Some(auth.shared_thresholds());
         c.auth = Some(auth);
     }

@@ -7,4 +7,4 @@ pub mod collectors;
 pub mod files;
 pub mod tail;
 
-pub use collectors::{start_collectors, Collectors};
+pub use collectors::{start_collectors, CollectorError, Collectors};

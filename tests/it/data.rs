@@ -850,6 +850,35 @@ fn enc(s: &str) -> String {
         .collect()
 }
 
+/// A database file that cannot be created stops start-up with its path and the I/O cause
+/// (it was reported as a SQLite "conversion" failure).
+#[test]
+fn an_uncreatable_database_file_stops_startup_with_its_path() {
+    let dir = temp_dir("nodb");
+    let state = dir.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    // The link points into a directory that does not exist: creating the file fails.
+    std::os::unix::fs::symlink(dir.join("missing").join("svc.db"), state.join("svc.db")).unwrap();
+    let config = dir.join("svc.toml");
+    std::fs::write(&config, base_config(&state)).unwrap();
+    let out = Command::new(svc_bin())
+        .args(["daemon", "-c"])
+        .arg(&config)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let db = state.join("svc.db");
+    assert!(
+        err.contains(&format!(
+            "store {}: cannot create the database file",
+            db.display()
+        )),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_damaged_geoip_database_stops_startup_with_a_clear_message() {
     let dir = temp_dir("badgeo");

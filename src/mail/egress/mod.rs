@@ -34,6 +34,33 @@ use crate::findings::{Finding, Severity};
 use self::procnet::{parse_table, Socket, ESTABLISHED, SYN_SENT};
 use self::rdns::{Rdns, RdnsPool};
 
+/// Why the egress sampler or its lookup pool could not start.
+#[derive(Debug)]
+pub enum EgressError {
+    /// The lookup pool's queue row could not be built or registered.
+    Queue(crate::queue::RowError),
+    /// A sampler or lookup thread could not be started.
+    Spawn(std::io::Error),
+}
+
+impl std::fmt::Display for EgressError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EgressError::Queue(e) => write!(f, "{e}"),
+            EgressError::Spawn(e) => write!(f, "cannot start a thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for EgressError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            EgressError::Queue(e) => Some(e),
+            EgressError::Spawn(e) => Some(e),
+        }
+    }
+}
+
 /// How often the socket tables are read.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(10);
 /// Users whose sockets are the MTA's.
@@ -334,7 +361,7 @@ impl EgressSampler {
         clock: SharedClock,
         store: crate::store::Store,
         submit: Arc<dyn Fn(Finding) + Send + Sync>,
-    ) -> Result<EgressSampler, String> {
+    ) -> Result<EgressSampler, EgressError> {
         let stop = Arc::new(AtomicBool::new(false));
         let (flag, p) = (stop.clone(), pool.clone());
         let thread = std::thread::Builder::new()
@@ -366,7 +393,7 @@ impl EgressSampler {
                     }
                 }
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(EgressError::Spawn)?;
         Ok(EgressSampler {
             stop,
             thread: Some(thread),

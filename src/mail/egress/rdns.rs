@@ -80,7 +80,7 @@ impl RdnsPool {
         lookup: Arc<dyn PtrLookup>,
         clock: SharedClock,
         registry: &Arc<Registry>,
-    ) -> Result<Arc<RdnsPool>, String> {
+    ) -> Result<Arc<RdnsPool>, super::EgressError> {
         let queue = BoundedQueue::new(
             clock,
             RowConfig::new("lookups")
@@ -88,10 +88,12 @@ impl RdnsPool {
                 .lag_basis(LagBasis::OperationProgress)
                 .running_slots(THREADS),
         )
-        .map_err(|e| format!("{ROW}: {e}"))?;
+        .map_err(crate::queue::RowError::at(ROW))
+        .map_err(super::EgressError::Queue)?;
         let row = registry
             .register(ROW, queue.health().clone())
-            .map_err(|e| format!("{ROW}: {e:?}"))?;
+            .map_err(crate::queue::RowError::at(ROW))
+            .map_err(super::EgressError::Queue)?;
         let mut threads = Vec::new();
         for i in 0..THREADS {
             let (q, l) = (queue.clone(), lookup.clone());
@@ -99,7 +101,7 @@ impl RdnsPool {
                 std::thread::Builder::new()
                     .name(format!("smtp-rdns-{i}"))
                     .spawn(move || work(&q, l.as_ref()))
-                    .map_err(|e| e.to_string())?,
+                    .map_err(super::EgressError::Spawn)?,
             );
         }
         Ok(Arc::new(RdnsPool {

@@ -153,7 +153,9 @@ impl LineHandler for Handler {
 /// Why the collector could not start.
 #[derive(Debug)]
 pub enum StartError {
-    Row(String),
+    /// A queue row could not be built or registered.
+    Row(crate::queue::RowError),
+    /// The reader or its wake pipe could not be created.
     Io(std::io::Error),
 }
 
@@ -166,7 +168,14 @@ impl fmt::Display for StartError {
     }
 }
 
-impl std::error::Error for StartError {}
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StartError::Row(e) => Some(e),
+            StartError::Io(e) => Some(e),
+        }
+    }
+}
 
 /// Where the lines come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -235,11 +244,13 @@ impl MailLogCollector {
             clock.clone(),
             RowConfig::new("records").capacity(DELIVERY_SLOTS),
         )
-        .map_err(|e| StartError::Row(format!("{DELIVERY_ROW}: {e}")))?;
+        .map_err(crate::queue::RowError::at(DELIVERY_ROW))
+        .map_err(StartError::Row)?;
         rows.push(
             registry
                 .register(DELIVERY_ROW, queue.health().clone())
-                .map_err(|e| StartError::Row(format!("{DELIVERY_ROW}: {e:?}")))?,
+                .map_err(crate::queue::RowError::at(DELIVERY_ROW))
+                .map_err(StartError::Row)?,
         );
         let handler = Handler {
             ledger: Ledger::new(settings, clock.clone(), tz),
@@ -254,7 +265,8 @@ impl MailLogCollector {
                 rows.push(
                     registry
                         .register(FILE_ROW, health.clone())
-                        .map_err(|e| StartError::Row(format!("{FILE_ROW}: {e:?}")))?,
+                        .map_err(crate::queue::RowError::at(FILE_ROW))
+                        .map_err(StartError::Row)?,
                 );
                 let component = components.add(COMPONENT, "log_watcher");
                 component.set_detail(

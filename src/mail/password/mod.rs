@@ -25,7 +25,7 @@ pub use audit::{
     AuditSettings, Auditor, Outcome, RunStats, CHECK_INCOMPLETE, CHECK_WEAK, MAILBOXES_ROW,
 };
 pub use md5crypt::md5_crypt_hash;
-pub use pool::{HashPool, HASHES_ROW, HASH_SLOTS, WAITING_ROW};
+pub use pool::{HashPool, PoolError, HASHES_ROW, HASH_SLOTS, WAITING_ROW};
 pub use scheme::{parse, Field, FormatError, Stored};
 pub use task::PasswordAudit;
 pub use verify::{verify, MAX_CANDIDATE_BYTES};

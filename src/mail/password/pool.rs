@@ -279,10 +279,17 @@ pub enum PoolError {
 impl std::fmt::Display for PoolError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            PoolError::Row(e) => write!(f, "password audit rows: {e:?}"),
+            PoolError::Row(e) => write!(f, "password audit rows: {e}"),
             PoolError::Spawn(e) => write!(f, "password audit threads: {e}"),
         }
     }
 }
 
-impl std::error::Error for PoolError {}
+impl std::error::Error for PoolError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PoolError::Row(e) => Some(e),
+            PoolError::Spawn(e) => Some(e),
+        }
+    }
+}

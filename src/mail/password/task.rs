@@ -14,7 +14,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use super::audit::{AuditSettings, Auditor, CHECK_INCOMPLETE, CHECK_WEAK};
-use super::pool::HashPool;
+use super::pool::{HashPool, PoolError};
 use crate::checks::jobs::ScanTask;
 use crate::checks::CheckContext;
 use crate::clock::SharedClock;
@@ -38,10 +38,9 @@ impl PasswordAudit {
         store: Store,
         clock: SharedClock,
         registry: &Arc<Registry>,
-    ) -> Result<Arc<PasswordAudit>, String> {
-        let pool = HashPool::start(clock.clone(), registry).map_err(|e| e.to_string())?;
-        let auditor = Auditor::new(pool, store, clock, registry)
-            .map_err(|e| format!("password audit rows: {e:?}"))?;
+    ) -> Result<Arc<PasswordAudit>, PoolError> {
+        let pool = HashPool::start(clock.clone(), registry)?;
+        let auditor = Auditor::new(pool, store, clock, registry).map_err(PoolError::Row)?;
         Ok(Arc::new(PasswordAudit {
             auditor,
             settings: RwLock::new(settings.clone()),

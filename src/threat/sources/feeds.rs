@@ -221,8 +221,8 @@ impl Feeds {
     }
 
     /// Applies `[[reputation.feeds]]`: loads new feeds' stored entries, drops removed ones.
-    pub fn configure(&self, r: &ReputationConfig) -> Result<(), String> {
-        let roots = Roots::load(r.ca_file.as_deref())?;
+    pub fn configure(&self, r: &ReputationConfig) -> Result<(), super::SourceError> {
+        let roots = Roots::load(r.ca_file.as_deref()).map_err(super::SourceError::Roots)?;
         let now = self.env.clock.now().as_microsecond();
         let mut st = self.state.lock();
         let mut next = Vec::new();

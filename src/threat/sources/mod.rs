@@ -26,7 +26,7 @@ use crate::clock::SharedClock;
 use crate::config::threat::{ReputationConfig, ThreatConfig};
 use crate::findings::evidence::AttackKind;
 use crate::firewall::Handle;
-use crate::net::https::Roots;
+use crate::net::https::{Roots, RootsError};
 use crate::store::Store;
 use crate::timefmt::rfc3339;
 
@@ -51,10 +51,41 @@ pub struct Built {
     pub rdap: Option<Arc<rdap::Rdap>>,
 }
 
+/// Why the sources could not be configured.
+#[derive(Debug)]
+pub enum SourceError {
+    /// `reputation.ca_file` could not be used.
+    Roots(RootsError),
+    /// The lookup pool's queue row could not be built or registered.
+    Queue(crate::queue::RowError),
+    /// A lookup thread could not be started.
+    Spawn(std::io::Error),
+}
+
+impl std::fmt::Display for SourceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SourceError::Roots(e) => write!(f, "{e}"),
+            SourceError::Queue(e) => write!(f, "{e}"),
+            SourceError::Spawn(e) => write!(f, "cannot start the lookup pool: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SourceError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SourceError::Roots(e) => Some(e),
+            SourceError::Queue(e) => Some(e),
+            SourceError::Spawn(e) => Some(e),
+        }
+    }
+}
+
 /// Builds every source the configuration enables, in the order of
 /// `config::threat::SOURCE_NAMES`.
-pub fn build(env: &Env, t: &ThreatConfig, r: &ReputationConfig) -> Result<Built, String> {
-    let roots = Roots::load(r.ca_file.as_deref())?;
+pub fn build(env: &Env, t: &ThreatConfig, r: &ReputationConfig) -> Result<Built, SourceError> {
+    let roots = Roots::load(r.ca_file.as_deref()).map_err(SourceError::Roots)?;
     let timeout = Duration::from_secs(r.timeout_seconds);
     let mut sources: Vec<Arc<dyn Source>> = vec![
         Arc::new(LocalDb {

@@ -28,13 +28,20 @@ pub enum StartError {
 impl std::fmt::Display for StartError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            StartError::Row(row, e) => write!(f, "{row}: {e:?}"),
+            StartError::Row(row, e) => write!(f, "queue row {row}: {e}"),
             StartError::Io(name, e) => write!(f, "{name} collector: {e}"),
         }
     }
 }
 
-impl std::error::Error for StartError {}
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StartError::Row(_, e) => Some(e),
+            StartError::Io(_, e) => Some(e),
+        }
+    }
+}
 
 /// How long [`Running::stop`] waits for the follower's submissions to commit.
 pub const STOP_FLUSH: Duration = Duration::from_secs(5);
