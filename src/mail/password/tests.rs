@@ -546,11 +546,22 @@ mod audit {
             let (weak, stats) = auditor.run(&ctx, &settings, &AtomicBool::new(false));
             (weak, stats, auditor.last_incomplete().unwrap())
         });
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while rig.pool.running() == 0 {
+        // Advance the clock only once the slow mailbox's own calculation runs: its budget
+        // starts when it enters processing, and mailboxes are audited side by side, so a
+        // running calculation alone may be the weak mailbox's MD5 while the slow one is still
+        // being admitted (on a loaded machine its budget then started after the advance and
+        // all 500 Argon2 candidates ran). Both admitted, one left running (the weak one is
+        // done in microseconds) and a calculation running: that is the slow one's.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let rows = rig.registry.snapshot();
+            let mailboxes = &rows["email_password.mailboxes"];
+            if mailboxes.waiting == Some(0) && mailboxes.running == 1 && rig.pool.running() > 0 {
+                break;
+            }
             assert!(
                 std::time::Instant::now() < deadline,
-                "no calculation started"
+                "the slow mailbox's calculation never started"
             );
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
