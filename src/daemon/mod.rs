@@ -1,5 +1,9 @@
 //! The supervisor: builds each subsystem once, starts threads, handles shutdown.
 //!
+//! [`run`] reads as its phases: `block_signals`, `load_config`, `open_state`, TLS,
+//! `Subsystems::start`, `Front::start` (API, listener, reloader, control socket),
+//! `announce`, `wait_for_stop`, then `Front::stop` and `Subsystems::shutdown`.
+//!
 //! Startup order: configuration (with legacy migration), state directory, store and its
 //! migrations, end leftover sessions, TLS (certificate made or loaded), the findings engine,
 //! suppressions, incidents (restored from the store), firewall, mail antivirus, WAF,
@@ -97,10 +101,41 @@ fn hash_file(path: &Path) -> std::io::Result<String> {
     Ok(hex::encode(h.finalize()))
 }
 
-/// Runs the daemon in the foreground until SIGTERM or SIGINT.
+/// Runs the daemon in the foreground until SIGTERM or SIGINT, in named phases: signals,
+/// configuration, state (directory, store, sessions), TLS, subsystems, API and control
+/// socket, the wait for a signal, and shutdown in reverse dependency order.
 pub fn run(opts: Options) -> Result<(), StartError> {
-    // Block the stop and reload signals in every thread; the main thread waits for them
-    // below.
+    let signals = block_signals()?;
+    let (cfg, dev_tokens) = load_config(&opts)?;
+    let cfg = Arc::new(cfg);
+    let live = Arc::new(config::Live::new(cfg.clone()));
+    let geoip = crate::geoip::GeoIp::open(&cfg.geoip)
+        .map_err(StartError::GeoIp)?
+        .map(Arc::new);
+    let store = open_state(&cfg)?;
+    let (cert, key) =
+        http::tls::ensure_pair(&cfg.state_path, &cfg.webui.tls_cert, &cfg.webui.tls_key)
+            .map_err(StartError::Tls)?;
+    let tls = http::tls::server_config(&cert, &key).map_err(StartError::Tls)?;
+    let clock = SystemClock::shared();
+    let mut subsystems = Subsystems::start(&cfg, clock.clone(), &store, geoip.clone())?;
+    let front = Front::start(&opts, &cfg, clock, &store, tls, &subsystems, geoip, live)?;
+    announce(&cfg, front.addr, dev_tokens.as_ref());
+    release_startup_code();
+    let waited = wait_for_stop(&signals, &front.reloader);
+    let app = front.stop(&mut subsystems);
+    subsystems.shutdown();
+    // Audit records still waiting for the action-log writer are committed first.
+    app.audit.shutdown();
+    store.close();
+    waited?;
+    log::info!("stopped");
+    Ok(())
+}
+
+/// Blocks the stop and reload signals in every thread (threads started later inherit the
+/// mask); the main thread waits for them in [`wait_for_stop`].
+fn block_signals() -> Result<SigSet, StartError> {
     let mut signals = SigSet::empty();
     signals.add(Signal::SIGTERM);
     signals.add(Signal::SIGINT);
@@ -111,18 +146,16 @@ pub fn run(opts: Options) -> Result<(), StartError> {
             what: "cannot block signals",
             source,
         })?;
+    Ok(signals)
+}
 
-    let (cfg, dev_tokens) = load_config(&opts)?;
-    let cfg = Arc::new(cfg);
-    let live = Arc::new(config::Live::new(cfg.clone()));
-    let geoip = crate::geoip::GeoIp::open(&cfg.geoip)
-        .map_err(StartError::GeoIp)?
-        .map(Arc::new);
+/// The state directory, the store (migrated) and the end of the sessions a previous process
+/// left.
+fn open_state(cfg: &Config) -> Result<Store, StartError> {
     crate::fsutil::ensure_dir(&cfg.state_path, 0o700).map_err(|source| StartError::StateDir {
         path: cfg.state_path.clone(),
         source,
     })?;
-
     let db = cfg.state_path.join("svc.db");
     let store = Store::open(&db).map_err(|source| StartError::Store { path: db, source })?;
     match crate::api::sessions::Sessions::end_all_stored(&store) {
@@ -130,271 +163,21 @@ pub fn run(opts: Options) -> Result<(), StartError> {
         Ok(n) => log::info!("ended {n} browser sessions left by the previous process"),
         Err(e) => return Err(StartError::Sessions(e)),
     }
+    Ok(store)
+}
 
-    let (cert, key) =
-        http::tls::ensure_pair(&cfg.state_path, &cfg.webui.tls_cert, &cfg.webui.tls_key)
-            .map_err(StartError::Tls)?;
-    let tls = http::tls::server_config(&cert, &key).map_err(StartError::Tls)?;
-
-    let clock = SystemClock::shared();
-    let registry = Registry::new();
-    let engine = Engine::new(clock.clone(), store.clone(), &registry, &cfg.state_path)
-        .map_err(StartError::subsystem("findings engine"))?;
-    engine.set_max_active(cfg.engine.max_active_findings);
-    engine.register_scheduled_checks(
-        crate::checks::critical_checks()
-            .iter()
-            .chain(crate::checks::deep_checks())
-            .map(|c| c.name)
-            .chain(crate::mail::password::task::CHECKS.iter().copied()),
-    );
-    let suppressions = crate::findings::suppress::Suppressions::load(store.clone(), clock.clone())
-        .map_err(StartError::subsystem("loading suppressions"))?;
-    match engine.set_suppressor(suppressions.clone()) {
-        Ok(0) => {}
-        Ok(n) => log::info!("{n} active findings removed by suppressions"),
-        Err(e) => return Err(StartError::subsystem("applying suppressions")(e)),
-    }
-    let components = Arc::new(crate::components::Components::default());
-    let incidents = crate::incidents::Incidents::persistent(
-        clock.clone(),
-        std::time::Duration::from_secs(cfg.engine.incident_window_minutes * 60),
-        store.clone(),
-        &registry,
-    )
-    .map_err(StartError::subsystem("incidents"))?;
-    incidents
-        .start_writer()
-        .map_err(StartError::subsystem("incidents"))?;
-    {
-        let incidents = incidents.clone();
-        engine.subscribe(Box::new(move |f| incidents.observe(f)));
-    }
-    let firewall = crate::firewall::start(&cfg, clock.clone(), store.clone(), &registry);
-    let mail = crate::mail::MailAv::new(
-        &cfg.mail,
-        &cfg.state_path,
-        store.clone(),
-        clock.clone(),
-        engine.clone(),
-        registry.clone(),
-    )
-    .map_err(StartError::subsystem("mail antivirus"))?;
-    let check_ctx = check_context(&cfg, clock.clone());
-    let jobs = ScanJobs::new(
-        clock.clone(),
-        store.clone(),
-        engine.clone(),
-        check_ctx,
-        &registry,
-    )
-    .map_err(StartError::subsystem("scan jobs"))?;
-    let password_audit = crate::mail::password::PasswordAudit::start(
-        &cfg.mail.password,
-        store.clone(),
-        clock.clone(),
-        &registry,
-    )
-    .map_err(StartError::subsystem("password audit"))?;
-    jobs.add_task(password_audit.clone());
-    // The crawler verifier is the access-log collector's oracle; it answers `NoClaim` while
-    // `reputation.bot_verify_enabled` is off (as `crawler::NoVerification` does), so that
-    // key applies on reload.
-    let (crawler, crawler_updater) = start_crawler(&cfg, clock.clone(), &store, &registry)?;
-    let collectors = Arc::new(
-        collectors::LiveCollectors::start(
-            &cfg,
-            crawler.clone(),
-            clock.clone(),
-            &engine,
-            &registry,
-            &components,
-            &store,
-        )
-        .map_err(StartError::subsystem("collectors"))?,
-    );
-    let mail_log = crate::mail::log::collector::start_configured(
-        &cfg,
-        jiff::tz::TimeZone::system(),
-        clock.clone(),
-        &engine,
-        &registry,
-        &components,
-        &store,
-    );
-    let smtp_egress = {
-        let weak = Arc::downgrade(&engine);
-        crate::mail::egress::start_system(
-            &cfg.engine.checks_root,
-            clock.clone(),
-            &registry,
-            store.clone(),
-            Arc::new(move |f| {
-                if let Some(e) = weak.upgrade() {
-                    e.submit(f);
-                }
-            }),
-        )
-    };
-    let events = crate::events::EventBus::new(
-        clock.clone(),
-        &registry,
-        cfg.webui.limits.max_sse_subscribers,
-    )
-    .map_err(StartError::subsystem(crate::events::ROW))?;
-    engine.subscribe(events.listener());
-    let alerts = crate::alerts::Alerts::start(&cfg.alerts, clock.clone(), store.clone(), &registry)
-        .map_err(StartError::subsystem("alerts"))?;
-    engine.subscribe(alerts.listener());
-    let threat = {
-        let weak = Arc::downgrade(&engine);
-        crate::threat::Threat::start(
-            crate::threat::Deps {
-                clock: clock.clone(),
-                store: store.clone(),
-                registry: registry.clone(),
-                firewall: firewall.clone(),
-                geoip: geoip.clone(),
-                alerts: alerts.clone(),
-                submit: Arc::new(move |item| weak.upgrade().is_some_and(|e| e.submit_item(item))),
-            },
-            &cfg.threat,
-            &cfg.reputation,
-        )
-        .map_err(StartError::Threat)?
-    };
-    engine.subscribe(threat.listener());
-    let challenge = challenge::start(&cfg, clock.clone(), &store, &threat)
-        .map_err(StartError::subsystem("challenge"))?;
-    let abuse = start_abuse_reporting(&cfg, &clock, &store, &registry, &threat)?;
-    threat.add_exemption(crawler.clone());
-    let waf = {
-        let hook: Option<crate::waf::collector::EscalateHook> = match &firewall {
-            crate::firewall::Handle::Active(fw) => {
-                let fw = fw.clone();
-                Some(Arc::new(move |f: &crate::findings::Finding| {
-                    waf_escalate(&fw, f);
-                }))
-            }
-            _ => None,
-        };
-        let country = geoip.clone().map(|g| {
-            Arc::new(move |ip: std::net::IpAddr| g.lookup(ip).and_then(|x| x.country))
-                as Arc<dyn Fn(std::net::IpAddr) -> Option<String> + Send + Sync>
-        });
-        crate::waf::service::WafService::start(
-            &cfg.waf,
-            crate::waf::logs::resolve(&cfg.engine.waf_logs, &cfg.engine.checks_root),
-            hook,
-            Some(Arc::new(WafDenies(threat.recorder()))),
-            country,
-            clock.clone(),
-            &engine,
-            &registry,
-            &components,
-            &store,
-        )
-        .map_err(StartError::subsystem("waf"))?
-    };
-    engine
-        .start()
-        .map_err(StartError::subsystem("findings engine"))?;
-    mail.start()
-        .map_err(StartError::subsystem("mail antivirus"))?;
-    let minutes = |m: u64| (m > 0).then(|| std::time::Duration::from_secs(m * 60));
-    jobs.start(
-        minutes(cfg.engine.critical_interval_min),
-        minutes(cfg.engine.deep_interval_min),
-    )
-    .map_err(StartError::subsystem("scan jobs"))?;
-    let services = crate::api::Services {
-        registry: registry.clone(),
-        engine: engine.clone(),
-        jobs: jobs.clone(),
-        components: components.clone(),
-        restored: collectors.restored(),
-        incidents: incidents.clone(),
-        geoip,
-        suppressions,
-        events: events.clone(),
-        alerts: alerts.clone(),
-        config: live.clone(),
-        firewall: firewall.clone(),
-        mail: mail.clone(),
-        waf: waf.clone(),
-        threat: threat.clone(),
-        challenge: challenge.as_ref().map(|r| r.challenge.clone()),
-        crawler: crawler.clone(),
-    };
-    let app = Arc::new(App::new(cfg.clone(), clock, store.clone(), services));
-    {
-        let app = app.clone();
-        let _ = std::thread::Builder::new()
-            .name("binary-hash".into())
-            .spawn(move || {
-                if let Ok(h) = hash_file(Path::new("/proc/self/exe")) {
-                    let _ = app.runtime.binary_hash.set(h);
-                }
-            });
-    }
-
-    open_file_limit(&cfg.webui.limits);
-    let server =
-        Server::bind(cfg.webui.listen, tls, cfg.webui.limits.clone()).map_err(|source| {
-            StartError::Listen {
-                addr: cfg.webui.listen,
-                source,
-            }
-        })?;
-    let listen_err = |source| StartError::Listen {
-        addr: cfg.webui.listen,
-        source,
-    };
-    let addr = server.local_addr().map_err(listen_err)?;
-    let _ = app.server.set(server.stats());
-    let stopper = server.stopper().map_err(listen_err)?;
-    events.watch_server_stop(stopper.flag());
-
-    let reloader = Arc::new(reload::Reloader::new(
-        source(&opts),
-        live,
-        reload::Handles {
-            app: app.clone(),
-            collectors: collectors.clone(),
-        },
-    ));
-    let control = {
-        let ctx = commands::Ctx::new(app.clone(), reloader.clone(), collectors.clone());
-        let handler: Arc<control::CommandFn> =
-            Arc::new(move |cmd: &str, args: &Value| commands::dispatch(&ctx, cmd, args));
-        control::ControlServer::start(&cfg.socket_path(), handler).map_err(|source| {
-            StartError::Control {
-                path: cfg.socket_path(),
-                source,
-            }
-        })?
-    };
-
-    let http_thread = {
-        let app: Arc<dyn http::Handler> = app.clone();
-        std::thread::Builder::new()
-            .name("http-front".into())
-            .spawn(move || server.run(app))
-            .map_err(|source| StartError::Spawn {
-                thread: "http-front",
-                source,
-            })?
-    };
-
-    announce(&cfg, addr, dev_tokens.as_ref());
-    // Start-up is over: most of the code it ran (configuration, key generation, migrations,
-    // rule compilation) never runs again; give its pages back (decision 295).
+/// Start-up is over: most of the code it ran (configuration, key generation, migrations,
+/// rule compilation) never runs again; give its pages back (decision 295).
+fn release_startup_code() {
     let maps = crate::fsutil::read_daemon_string(std::path::Path::new("/proc/self/maps"));
     match maps.and_then(|m| crate::sys::pageout::release_startup_code(&m)) {
         Ok(n) => log::debug!("start-up code: {n} bytes of mappings advised for page-out"),
         Err(e) => log::debug!("start-up code not paged out: {e}"),
     }
+}
 
+/// Waits for SIGTERM or SIGINT; SIGHUP reloads the configuration and waits again.
+fn wait_for_stop(signals: &SigSet, reloader: &reload::Reloader) -> Result<(), StartError> {
     loop {
         let sig = signals.wait().map_err(|source| StartError::Signals {
             what: "waiting for signals",
@@ -406,47 +189,393 @@ pub fn run(opts: Options) -> Result<(), StartError> {
             continue;
         }
         log::info!("received {sig:?}; shutting down");
-        break;
+        return Ok(());
     }
-    // Event streams end first so the server's drain does not wait for them.
-    events.close();
-    stopper.stop();
-    let _ = http_thread.join();
-    if let Some(c) = challenge {
-        c.stop();
+}
+
+/// Every subsystem the daemon runs, started in dependency order; [`Subsystems::shutdown`]
+/// stops them in the reverse order each needs.
+struct Subsystems {
+    registry: Arc<Registry>,
+    engine: Arc<Engine>,
+    suppressions: Arc<crate::findings::suppress::Suppressions>,
+    components: Arc<crate::components::Components>,
+    incidents: Arc<crate::incidents::Incidents>,
+    firewall: crate::firewall::Handle,
+    mail: Arc<crate::mail::MailAv>,
+    jobs: Arc<ScanJobs>,
+    password_audit: Arc<crate::mail::password::PasswordAudit>,
+    crawler: Arc<crate::crawler::Verifier>,
+    crawler_updater: Option<crate::crawler::Updater>,
+    collectors: Arc<collectors::LiveCollectors>,
+    mail_log: Option<crate::mail::log::collector::MailLogCollector>,
+    smtp_egress: Option<crate::mail::egress::EgressSampler>,
+    events: crate::events::EventBus,
+    alerts: Arc<crate::alerts::Alerts>,
+    threat: Arc<crate::threat::Threat>,
+    challenge: Option<challenge::Running>,
+    abuse: Option<Arc<crate::abuse::Reporter>>,
+    waf: Arc<crate::waf::service::WafService>,
+}
+
+impl Subsystems {
+    /// Starts every subsystem, in dependency order (see the module documentation).
+    fn start(
+        cfg: &Config,
+        clock: crate::clock::SharedClock,
+        store: &Store,
+        geoip: Option<Arc<crate::geoip::GeoIp>>,
+    ) -> Result<Subsystems, StartError> {
+        let store = store.clone();
+        let registry = Registry::new();
+        let engine = Engine::new(clock.clone(), store.clone(), &registry, &cfg.state_path)
+            .map_err(StartError::subsystem("findings engine"))?;
+        engine.set_max_active(cfg.engine.max_active_findings);
+        engine.register_scheduled_checks(
+            crate::checks::critical_checks()
+                .iter()
+                .chain(crate::checks::deep_checks())
+                .map(|c| c.name)
+                .chain(crate::mail::password::task::CHECKS.iter().copied()),
+        );
+        let suppressions =
+            crate::findings::suppress::Suppressions::load(store.clone(), clock.clone())
+                .map_err(StartError::subsystem("loading suppressions"))?;
+        match engine.set_suppressor(suppressions.clone()) {
+            Ok(0) => {}
+            Ok(n) => log::info!("{n} active findings removed by suppressions"),
+            Err(e) => return Err(StartError::subsystem("applying suppressions")(e)),
+        }
+        let components = Arc::new(crate::components::Components::default());
+        let incidents = crate::incidents::Incidents::persistent(
+            clock.clone(),
+            std::time::Duration::from_secs(cfg.engine.incident_window_minutes * 60),
+            store.clone(),
+            &registry,
+        )
+        .map_err(StartError::subsystem("incidents"))?;
+        incidents
+            .start_writer()
+            .map_err(StartError::subsystem("incidents"))?;
+        {
+            let incidents = incidents.clone();
+            engine.subscribe(Box::new(move |f| incidents.observe(f)));
+        }
+        let firewall = crate::firewall::start(cfg, clock.clone(), store.clone(), &registry);
+        let mail = crate::mail::MailAv::new(
+            &cfg.mail,
+            &cfg.state_path,
+            store.clone(),
+            clock.clone(),
+            engine.clone(),
+            registry.clone(),
+        )
+        .map_err(StartError::subsystem("mail antivirus"))?;
+        let check_ctx = check_context(cfg, clock.clone());
+        let jobs = ScanJobs::new(
+            clock.clone(),
+            store.clone(),
+            engine.clone(),
+            check_ctx,
+            &registry,
+        )
+        .map_err(StartError::subsystem("scan jobs"))?;
+        let password_audit = crate::mail::password::PasswordAudit::start(
+            &cfg.mail.password,
+            store.clone(),
+            clock.clone(),
+            &registry,
+        )
+        .map_err(StartError::subsystem("password audit"))?;
+        jobs.add_task(password_audit.clone());
+        // The crawler verifier is the access-log collector's oracle; it answers `NoClaim` while
+        // `reputation.bot_verify_enabled` is off (as `crawler::NoVerification` does), so that
+        // key applies on reload.
+        let (crawler, crawler_updater) = start_crawler(cfg, clock.clone(), &store, &registry)?;
+        let collectors = Arc::new(
+            collectors::LiveCollectors::start(
+                cfg,
+                crawler.clone(),
+                clock.clone(),
+                &engine,
+                &registry,
+                &components,
+                &store,
+            )
+            .map_err(StartError::subsystem("collectors"))?,
+        );
+        let mail_log = crate::mail::log::collector::start_configured(
+            cfg,
+            jiff::tz::TimeZone::system(),
+            clock.clone(),
+            &engine,
+            &registry,
+            &components,
+            &store,
+        );
+        let smtp_egress = {
+            let weak = Arc::downgrade(&engine);
+            crate::mail::egress::start_system(
+                &cfg.engine.checks_root,
+                clock.clone(),
+                &registry,
+                store.clone(),
+                Arc::new(move |f| {
+                    if let Some(e) = weak.upgrade() {
+                        e.submit(f);
+                    }
+                }),
+            )
+        };
+        let events = crate::events::EventBus::new(
+            clock.clone(),
+            &registry,
+            cfg.webui.limits.max_sse_subscribers,
+        )
+        .map_err(StartError::subsystem(crate::events::ROW))?;
+        engine.subscribe(events.listener());
+        let alerts =
+            crate::alerts::Alerts::start(&cfg.alerts, clock.clone(), store.clone(), &registry)
+                .map_err(StartError::subsystem("alerts"))?;
+        engine.subscribe(alerts.listener());
+        let threat = {
+            let weak = Arc::downgrade(&engine);
+            crate::threat::Threat::start(
+                crate::threat::Deps {
+                    clock: clock.clone(),
+                    store: store.clone(),
+                    registry: registry.clone(),
+                    firewall: firewall.clone(),
+                    geoip: geoip.clone(),
+                    alerts: alerts.clone(),
+                    submit: Arc::new(move |item| {
+                        weak.upgrade().is_some_and(|e| e.submit_item(item))
+                    }),
+                },
+                &cfg.threat,
+                &cfg.reputation,
+            )
+            .map_err(StartError::Threat)?
+        };
+        engine.subscribe(threat.listener());
+        let challenge = challenge::start(cfg, clock.clone(), &store, &threat)
+            .map_err(StartError::subsystem("challenge"))?;
+        let abuse = start_abuse_reporting(cfg, &clock, &store, &registry, &threat)?;
+        threat.add_exemption(crawler.clone());
+        let waf = {
+            let hook: Option<crate::waf::collector::EscalateHook> = match &firewall {
+                crate::firewall::Handle::Active(fw) => {
+                    let fw = fw.clone();
+                    Some(Arc::new(move |f: &crate::findings::Finding| {
+                        waf_escalate(&fw, f);
+                    }))
+                }
+                _ => None,
+            };
+            let country = geoip.clone().map(|g| {
+                Arc::new(move |ip: std::net::IpAddr| g.lookup(ip).and_then(|x| x.country))
+                    as Arc<dyn Fn(std::net::IpAddr) -> Option<String> + Send + Sync>
+            });
+            crate::waf::service::WafService::start(
+                &cfg.waf,
+                crate::waf::logs::resolve(&cfg.engine.waf_logs, &cfg.engine.checks_root),
+                hook,
+                Some(Arc::new(WafDenies(threat.recorder()))),
+                country,
+                clock.clone(),
+                &engine,
+                &registry,
+                &components,
+                &store,
+            )
+            .map_err(StartError::subsystem("waf"))?
+        };
+        engine
+            .start()
+            .map_err(StartError::subsystem("findings engine"))?;
+        mail.start()
+            .map_err(StartError::subsystem("mail antivirus"))?;
+        let minutes = |m: u64| (m > 0).then(|| std::time::Duration::from_secs(m * 60));
+        jobs.start(
+            minutes(cfg.engine.critical_interval_min),
+            minutes(cfg.engine.deep_interval_min),
+        )
+        .map_err(StartError::subsystem("scan jobs"))?;
+        Ok(Subsystems {
+            registry,
+            engine,
+            suppressions,
+            components,
+            incidents,
+            firewall,
+            mail,
+            jobs,
+            password_audit,
+            crawler,
+            crawler_updater,
+            collectors,
+            mail_log,
+            smtp_egress,
+            events,
+            alerts,
+            threat,
+            challenge,
+            abuse,
+            waf,
+        })
     }
-    control.stop();
-    if let Some(m) = mail_log {
-        m.stop();
+
+    /// Stops what [`Front::stop`] left, each after what feeds it.
+    fn shutdown(self) {
+        if let Some(m) = self.mail_log {
+            m.stop();
+        }
+        if let Some(s) = self.smtp_egress {
+            s.stop();
+        }
+        self.collectors.stop();
+        self.waf.stop();
+        self.jobs.shutdown(std::time::Duration::from_secs(3));
+        self.password_audit.shutdown();
+        self.mail.stop();
+        self.engine.shutdown();
+        if let Some(u) = self.crawler_updater {
+            u.stop();
+        }
+        self.crawler.stop();
+        // After the last finding: events written, automatic blocking stopped.
+        self.threat.shutdown();
+        // After the last block: waiting reports reach the spool; the senders stop.
+        if let Some(a) = &self.abuse {
+            a.shutdown();
+        }
+        self.firewall.shutdown();
+        // After the last finding: the final snapshot flush.
+        self.incidents.shutdown();
+        self.alerts.shutdown(std::time::Duration::from_secs(2));
     }
-    if let Some(s) = smtp_egress {
-        s.stop();
+}
+
+/// What faces clients: the API (the `App` and its HTTPS front thread), the reloader and
+/// the control socket.
+struct Front {
+    app: Arc<App>,
+    addr: std::net::SocketAddr,
+    stopper: http::Stopper,
+    http_thread: std::thread::JoinHandle<()>,
+    reloader: Arc<reload::Reloader>,
+    control: control::ControlServer,
+}
+
+impl Front {
+    /// Builds the API over the subsystems' handles, binds the listener, starts the control
+    /// socket and the HTTPS front thread.
+    #[allow(clippy::too_many_arguments)]
+    fn start(
+        opts: &Options,
+        cfg: &Arc<Config>,
+        clock: crate::clock::SharedClock,
+        store: &Store,
+        tls: Arc<rustls::ServerConfig>,
+        sub: &Subsystems,
+        geoip: Option<Arc<crate::geoip::GeoIp>>,
+        live: Arc<config::Live>,
+    ) -> Result<Front, StartError> {
+        let services = crate::api::Services {
+            registry: sub.registry.clone(),
+            engine: sub.engine.clone(),
+            jobs: sub.jobs.clone(),
+            components: sub.components.clone(),
+            restored: sub.collectors.restored(),
+            incidents: sub.incidents.clone(),
+            geoip,
+            suppressions: sub.suppressions.clone(),
+            events: sub.events.clone(),
+            alerts: sub.alerts.clone(),
+            config: live.clone(),
+            firewall: sub.firewall.clone(),
+            mail: sub.mail.clone(),
+            waf: sub.waf.clone(),
+            threat: sub.threat.clone(),
+            challenge: sub.challenge.as_ref().map(|r| r.challenge.clone()),
+            crawler: sub.crawler.clone(),
+        };
+        let app = Arc::new(App::new(cfg.clone(), clock, store.clone(), services));
+        {
+            let app = app.clone();
+            let _ = std::thread::Builder::new()
+                .name("binary-hash".into())
+                .spawn(move || {
+                    if let Ok(h) = hash_file(Path::new("/proc/self/exe")) {
+                        let _ = app.runtime.binary_hash.set(h);
+                    }
+                });
+        }
+
+        open_file_limit(&cfg.webui.limits);
+        let listen_err = |source| StartError::Listen {
+            addr: cfg.webui.listen,
+            source,
+        };
+        let server =
+            Server::bind(cfg.webui.listen, tls, cfg.webui.limits.clone()).map_err(listen_err)?;
+        let addr = server.local_addr().map_err(listen_err)?;
+        let _ = app.server.set(server.stats());
+        let stopper = server.stopper().map_err(listen_err)?;
+        sub.events.watch_server_stop(stopper.flag());
+
+        let reloader = Arc::new(reload::Reloader::new(
+            source(opts),
+            live,
+            reload::Handles {
+                app: app.clone(),
+                collectors: sub.collectors.clone(),
+            },
+        ));
+        let control = {
+            let ctx = commands::Ctx::new(app.clone(), reloader.clone(), sub.collectors.clone());
+            let handler: Arc<control::CommandFn> =
+                Arc::new(move |cmd: &str, args: &Value| commands::dispatch(&ctx, cmd, args));
+            control::ControlServer::start(&cfg.socket_path(), handler).map_err(|source| {
+                StartError::Control {
+                    path: cfg.socket_path(),
+                    source,
+                }
+            })?
+        };
+        let http_thread = {
+            let app: Arc<dyn http::Handler> = app.clone();
+            std::thread::Builder::new()
+                .name("http-front".into())
+                .spawn(move || server.run(app))
+                .map_err(|source| StartError::Spawn {
+                    thread: "http-front",
+                    source,
+                })?
+        };
+        Ok(Front {
+            app,
+            addr,
+            stopper,
+            http_thread,
+            reloader,
+            control,
+        })
     }
-    collectors.stop();
-    waf.stop();
-    jobs.shutdown(std::time::Duration::from_secs(3));
-    password_audit.shutdown();
-    mail.stop();
-    engine.shutdown();
-    if let Some(u) = crawler_updater {
-        u.stop();
+
+    /// Ends event streams (so the server's drain does not wait for them), stops the HTTPS
+    /// front, the challenge listener and the control socket; the `App` stays for its audit
+    /// writer, which stops after the subsystems.
+    fn stop(self, sub: &mut Subsystems) -> Arc<App> {
+        sub.events.close();
+        self.stopper.stop();
+        let _ = self.http_thread.join();
+        if let Some(c) = sub.challenge.take() {
+            c.stop();
+        }
+        self.control.stop();
+        self.app
     }
-    crawler.stop();
-    // After the last finding: events written, automatic blocking stopped.
-    threat.shutdown();
-    // After the last block: waiting reports reach the spool; the senders stop.
-    if let Some(a) = &abuse {
-        a.shutdown();
-    }
-    firewall.shutdown();
-    // After the last finding: the final snapshot flush.
-    incidents.shutdown();
-    alerts.shutdown(std::time::Duration::from_secs(2));
-    // Audit records still waiting for the action-log writer are committed first.
-    app.audit.shutdown();
-    store.close();
-    log::info!("stopped");
-    Ok(())
 }
 
 /// Abuse reporting (`[reputation.report]`, read at start): confirmed automatic blocks go
