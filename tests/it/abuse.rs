@@ -5,7 +5,6 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -139,14 +138,6 @@ fn serve(s: TcpStream, seen: &Mutex<Vec<Got>>) {
     let _ = s.flush();
 }
 
-fn append(log: &Path, lines: &[String]) {
-    let mut f = std::fs::OpenOptions::new().append(true).open(log).unwrap();
-    for l in lines {
-        writeln!(f, "{l}").unwrap();
-    }
-    f.sync_all().unwrap();
-}
-
 fn ssh_failures(ip: &str, n: usize) -> Vec<String> {
     (0..n)
         .map(|i| format!("Nov 21 10:00:{i:02} web1 sshd[{}]: Failed password for root from {ip} port {} ssh2", 4000 + i, 50000 + i))
@@ -218,7 +209,7 @@ fn confirmed_blocks_reach_a_loopback_collector_once_across_an_outage_and_a_resta
     let mut d = Daemon::start_with(dir.clone(), config.clone(), state.clone(), &env);
 
     // 1. A brute force is blocked and reported: address, categories, evidence, time, key.
-    append(&log, &ssh_failures("203.0.113.10", 8));
+    append_lines(&log, &ssh_failures("203.0.113.10", 8));
     wait_blocked(&d, "203.0.113.10");
     let got = wait_until(30, "the first report", || {
         let r = reports_for(&seen, "203.0.113.10");
@@ -247,7 +238,7 @@ fn confirmed_blocks_reach_a_loopback_collector_once_across_an_outage_and_a_resta
 
     // 2. The collector is down: the next report waits in the durable spool.
     collector.stop();
-    append(&log, &ssh_failures("203.0.113.11", 8));
+    append_lines(&log, &ssh_failures("203.0.113.11", 8));
     wait_blocked(&d, "203.0.113.11");
     let spool = wait_until(30, "a failed delivery", || {
         let q = queue(&d, "abuse_reporting.spool");
@@ -284,12 +275,12 @@ fn confirmed_blocks_reach_a_loopback_collector_once_across_an_outage_and_a_resta
     for ip in ["203.0.113.10", "203.0.113.11"] {
         post(&d, "/api/v1/firewall/unban", ADMIN, json!({ "ip": ip })).expect(200);
         assert!(!blocked(&d, ip));
-        append(&log, &pam_failures(ip, 8));
+        append_lines(&log, &pam_failures(ip, 8));
         wait_blocked(&d, ip);
     }
     // A fresh address afterwards: reports keep their order, so once its report is in, any
     // report of the two earlier blocks would have been too.
-    append(&log, &ssh_failures("198.51.100.20", 8));
+    append_lines(&log, &ssh_failures("198.51.100.20", 8));
     wait_blocked(&d, "198.51.100.20");
     wait_until(30, "the fresh address's report", || {
         (!reports_for(&seen, "198.51.100.20").is_empty()).then_some(())

@@ -38,18 +38,6 @@ fn restart(d: &Daemon) -> Daemon {
     Daemon::start_with(d.dir.clone(), d.config.clone(), d.state.clone(), &[])
 }
 
-fn append(log: &Path, lines: &[String]) {
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(log)
-        .unwrap();
-    for l in lines {
-        writeln!(f, "{l}").unwrap();
-    }
-    f.sync_all().unwrap();
-}
-
 fn failures(ip: &str, n: usize) -> Vec<String> {
     (0..n)
         .map(|i| {
@@ -119,11 +107,11 @@ fn history_count(d: &Daemon, check: &str, ip: &str) -> i64 {
 #[test]
 fn failures_from_one_address_become_a_finding() {
     let (d, log) = start("auth-basic");
-    append(&log, &failures("203.0.113.9", 4));
+    append_lines(&log, &failures("203.0.113.9", 4));
     // Below the threshold: nothing yet. Then the fifth failure crosses it.
     wait_lines(&d, 4);
     assert!(!has_bruteforce(&active(&d), "203.0.113.9"));
-    append(&log, &failures("203.0.113.9", 1));
+    append_lines(&log, &failures("203.0.113.9", 1));
     let items = wait_for(&d, "ssh_bruteforce", |i| has_bruteforce(i, "203.0.113.9"));
     let f = items
         .iter()
@@ -132,7 +120,7 @@ fn failures_from_one_address_become_a_finding() {
     assert_eq!(f["severity"], "HIGH");
     assert!(f["message"].as_str().unwrap().contains("203.0.113.9"));
     // A root login from elsewhere is a warning.
-    append(&log, &["Nov 21 10:01:00 web1 sshd[77]: Accepted password for root from 198.51.100.4 port 5555 ssh2".to_string()]);
+    append_lines(&log, &["Nov 21 10:01:00 web1 sshd[77]: Accepted password for root from 198.51.100.4 port 5555 ssh2".to_string()]);
     wait_for(&d, "root login", |i| {
         i.iter().any(|f| {
             f["severity"] == "WARNING"
@@ -164,16 +152,16 @@ fn failures_from_one_address_become_a_finding() {
 #[test]
 fn rotation_by_rename_and_copytruncate_mid_attack_loses_nothing() {
     let (d, log) = start("auth-rotate");
-    append(&log, &failures("192.0.2.10", 3));
+    append_lines(&log, &failures("192.0.2.10", 3));
     wait_lines(&d, 3);
     // Rename rotation: the rest of the attack goes to a new file.
     std::fs::rename(&log, log.with_extension("log.1")).unwrap();
-    append(&log, &failures("192.0.2.10", 2));
+    append_lines(&log, &failures("192.0.2.10", 2));
     wait_for(&d, "finding across a rename", |i| {
         has_bruteforce(i, "192.0.2.10")
     });
     // copytruncate: the file is copied away and truncated in place.
-    append(&log, &failures("192.0.2.20", 3));
+    append_lines(&log, &failures("192.0.2.20", 3));
     wait_lines(&d, 8);
     std::fs::copy(&log, log.with_extension("log.2")).unwrap();
     std::fs::OpenOptions::new()
@@ -182,14 +170,14 @@ fn rotation_by_rename_and_copytruncate_mid_attack_loses_nothing() {
         .unwrap()
         .set_len(0)
         .unwrap();
-    append(&log, &failures("192.0.2.20", 2));
+    append_lines(&log, &failures("192.0.2.20", 2));
     wait_for(&d, "finding across a copytruncate", |i| {
         has_bruteforce(i, "192.0.2.20")
     });
     // A log that disappears and comes back is picked up again (the directory watch sees
     // it come back).
     std::fs::remove_file(&log).unwrap();
-    append(&log, &failures("192.0.2.30", 5));
+    append_lines(&log, &failures("192.0.2.30", 5));
     wait_for(&d, "finding after the log reappeared", |i| {
         has_bruteforce(i, "192.0.2.30")
     });
@@ -200,16 +188,16 @@ fn rotation_by_rename_and_copytruncate_mid_attack_loses_nothing() {
 #[test]
 fn a_log_rotated_while_the_daemon_was_down_is_read_from_the_rotated_file_first() {
     let (mut d, log) = start("auth-rotated-down");
-    append(&log, &failures("198.51.100.50", 3));
+    append_lines(&log, &failures("198.51.100.50", 3));
     wait_lines(&d, 3);
     // The first lines' position is committed with them; then the daemon goes away.
     wait_committed(&d, &log);
     assert_eq!(d.stop(), 0);
     // While down: two more failures in the old file, the file rotated away (logrotate's
     // default: rename), and a new file with a different attack.
-    append(&log, &failures("198.51.100.50", 2));
+    append_lines(&log, &failures("198.51.100.50", 2));
     std::fs::rename(&log, log.with_extension("log.1")).unwrap();
-    append(&log, &failures("198.51.100.60", 5));
+    append_lines(&log, &failures("198.51.100.60", 5));
     let d2 = restart(&d);
     // 3 before the stop (replayed, not emitted) + 2 from the rotated file = 5: a finding.
     wait_for(&d2, "findings from the rotated and the new file", |i| {
@@ -237,13 +225,13 @@ fn wait_committed(d: &Daemon, log: &Path) {
 #[test]
 fn a_log_rotated_by_copytruncate_while_the_daemon_was_down_loses_nothing() {
     let (mut d, log) = start("auth-copytrunc-down");
-    append(&log, &failures("198.51.100.80", 3));
+    append_lines(&log, &failures("198.51.100.80", 3));
     wait_lines(&d, 3);
     wait_committed(&d, &log);
     assert_eq!(d.stop(), 0);
     // While down: two more failures, then logrotate's copytruncate (the copy keeps the
     // unread lines, the live file is emptied in place), then new lines.
-    append(&log, &failures("198.51.100.80", 2));
+    append_lines(&log, &failures("198.51.100.80", 2));
     std::fs::copy(&log, log.with_extension("log.1")).unwrap();
     std::fs::OpenOptions::new()
         .write(true)
@@ -251,7 +239,7 @@ fn a_log_rotated_by_copytruncate_while_the_daemon_was_down_loses_nothing() {
         .unwrap()
         .set_len(0)
         .unwrap();
-    append(&log, &failures("198.51.100.81", 5));
+    append_lines(&log, &failures("198.51.100.81", 5));
     let d2 = restart(&d);
     wait_for(&d2, "findings from the copy and the emptied file", |i| {
         has_bruteforce(i, "198.51.100.80") && has_bruteforce(i, "198.51.100.81")
@@ -268,7 +256,7 @@ fn a_log_truncated_and_rewritten_past_the_read_position_is_read_again() {
             format!("Nov 21 09:00:{i:02} web1 CRON[{i}]: (root) CMD (run-parts /etc/cron.hourly)")
         })
         .collect();
-    append(&log, &filler);
+    append_lines(&log, &filler);
     wait_lines(&d, 20);
     // Live: truncated and rewritten (same inode) with more bytes than were read.
     let mut text = String::new();
@@ -336,8 +324,8 @@ fn over_long_lines_are_counted_and_the_watcher_stays_attached() {
         "{m}"
     );
     // The line ends; what follows is read normally.
-    append(&log, &["".to_string()]);
-    append(&log, &failures("192.0.2.77", 5));
+    append_lines(&log, &["".to_string()]);
+    append_lines(&log, &failures("192.0.2.77", 5));
     wait_for(&d, "finding after the over-long line", |i| {
         has_bruteforce(i, "192.0.2.77")
     });
@@ -347,8 +335,8 @@ fn over_long_lines_are_counted_and_the_watcher_stays_attached() {
 #[test]
 fn ipv4_mapped_addresses_are_reported_as_ipv4() {
     let (d, log) = start("auth-mapped");
-    append(&log, &failures("::ffff:203.0.113.9", 5));
-    append(&log, &["Nov 21 10:02:00 web1 sshd[78]: Accepted password for root from ::ffff:198.51.100.9 port 5556 ssh2".to_string()]);
+    append_lines(&log, &failures("::ffff:203.0.113.9", 5));
+    append_lines(&log, &["Nov 21 10:02:00 web1 sshd[78]: Accepted password for root from ::ffff:198.51.100.9 port 5556 ssh2".to_string()]);
     let items = wait_for(&d, "findings from mapped addresses", |i| {
         has_bruteforce(i, "203.0.113.9") && i.iter().any(|f| f["check"] == "ssh_root_login")
     });
@@ -375,16 +363,16 @@ fn sigkill_while_findings_flow_loses_nothing() {
     // First half: attacks whose findings we watch appear, then more lines keep coming
     // (including a half-finished attack) while the daemon is killed.
     for ip in &ips[..20] {
-        append(&log, &failures(ip, 5));
+        append_lines(&log, &failures(ip, 5));
     }
     wait_for(&d, "first findings", |i| {
         i.iter().filter(|f| f["check"] == "ssh_bruteforce").count() >= 5
     });
-    append(&log, &failures(&ips[20], 3));
+    append_lines(&log, &failures(&ips[20], 3));
     d.kill9();
-    append(&log, &failures(&ips[20], 2));
+    append_lines(&log, &failures(&ips[20], 2));
     for ip in &ips[21..] {
-        append(&log, &failures(ip, 5));
+        append_lines(&log, &failures(ip, 5));
     }
     let d2 = restart(&d);
     let items = wait_for(&d2, "all 40 findings", |i| {

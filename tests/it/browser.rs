@@ -33,23 +33,13 @@ impl Browser {
         let (out_r, out_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
         let (theirs_in, theirs_out) = (cmd_r.as_raw_fd(), out_w.as_raw_fd());
         let mut cmd = Command::new(CHROMIUM);
-        cmd.args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--ignore-certificate-errors",
-            "--remote-debugging-pipe",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(url)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        cmd.args(CHROMIUM_HEADLESS)
+            .args(["--remote-debugging-pipe"])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg(url)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         // SAFETY: only async-signal-safe calls (fcntl, dup2) between fork and exec, on
         // descriptors the parent keeps open until spawn returns. Both ends are first moved
         // above 4 (close-on-exec copies), so placing one on 3 never overwrites the other;

@@ -49,19 +49,8 @@ fn challenge_addr(d: &Daemon) -> SocketAddr {
 /// page's script has had up to 30 s of virtual time.
 fn chromium(url: &str, profile: &Path) -> String {
     let out = Command::new(CHROMIUM)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--ignore-certificate-errors",
-            "--virtual-time-budget=30000",
-            "--dump-dom",
-        ])
+        .args(CHROMIUM_HEADLESS)
+        .args(["--virtual-time-budget=30000", "--dump-dom"])
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg(url)
         .stdin(Stdio::null())

@@ -4,23 +4,8 @@
 //! `tests/it/firewall.rs` (skipped without root, failing under `CI=true`). The third
 //! parties (198.51.100.40-43) appear only as text in the lines; the senders are 203.0.113.x.
 
-use std::io::Write;
-use std::path::Path;
-
 use crate::common::*;
 use crate::firewall::require;
-
-fn append(log: &Path, lines: &[String]) {
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(log)
-        .unwrap();
-    for l in lines {
-        writeln!(f, "{l}").unwrap();
-    }
-    f.sync_all().unwrap();
-}
 
 #[test]
 fn client_written_log_fields_never_get_a_third_party_blocked() {
@@ -50,7 +35,7 @@ fn client_written_log_fields_never_get_a_third_party_blocked() {
     let junk: Vec<String> = (0..12)
         .map(|i| format!("2026-11-27 10:00:{i:02} dovecot_plain authenticator failed for (x) [198.51.100.43]:1 (y) [203.0.113.102]:{}: 535 Incorrect authentication data (set_id=a)", 41000 + i))
         .collect();
-    append(&mainlog, &junk);
+    append_lines(&mainlog, &junk);
     let exim: Vec<String> = (0..12)
         .map(|i| {
             if i % 2 == 0 {
@@ -60,20 +45,20 @@ fn client_written_log_fields_never_get_a_third_party_blocked() {
             }
         })
         .collect();
-    append(&mainlog, &exim);
+    append_lines(&mainlog, &exim);
 
     // 2. vsftpd: the FTP USER text `x rhost=198.51.100.41` in ruser= and user=.
     let vsftpd: Vec<String> = (0..8)
         .map(|i| format!("Nov 27 10:00:{i:02} web1 vsftpd[{}]: pam_unix(vsftpd:auth): authentication failure; logname= uid=0 euid=0 tty=ftp ruser=x rhost=198.51.100.41 rhost=203.0.113.120  user=x rhost=198.51.100.41", 500 + i))
         .collect();
-    append(&auth, &vsftpd);
+    append_lines(&auth, &vsftpd);
 
     // 7. `$host $remote_addr ...`: the Host header (here a port-less address) comes first,
     // from the very first line of the file.
     let hosts: Vec<String> = (0..8)
         .map(|i| format!("198.51.100.42 203.0.113.111 - - [27/Nov/2026:10:00:{i:02} +0000] \"POST /wp-login.php HTTP/1.1\" 200 12 \"-\" \"Mozilla/5.0\""))
         .collect();
-    append(&access, &hosts);
+    append_lines(&access, &hosts);
 
     let set = wait_until(60, "the three real senders blocked", || {
         let s = net.set("block4");

@@ -5,7 +5,7 @@ use crate::common::*;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,18 +15,6 @@ const WEBSHELL: &str = "<?php\n// innocent looking header\n@eval($_POST['cmd']);
 
 fn status(d: &Daemon) -> Value {
     d.get("/api/v1/status", READ).expect(200).json()
-}
-
-fn append(log: &Path, lines: &[String]) {
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(log)
-        .unwrap();
-    for l in lines {
-        writeln!(f, "{l}").unwrap();
-    }
-    f.sync_all().unwrap();
 }
 
 fn failures(ip: &str, from: usize, n: usize) -> Vec<String> {
@@ -90,8 +78,8 @@ fn incidents_survive_a_clean_restart_and_a_sigkill() {
         "deferred_checkpoint"
     );
     let ip = "203.0.113.80";
-    append(&log, &failures(ip, 0, 5));
-    append(
+    append_lines(&log, &failures(ip, 0, 5));
+    append_lines(
         &log,
         &[format!(
             "Nov 21 10:00:09 web1 sshd[399]: Accepted password for root from {ip} port 41999 ssh2"
@@ -123,7 +111,7 @@ fn incidents_survive_a_clean_restart_and_a_sigkill() {
 
     // A new incident, written by the ordered writer, survives SIGKILL.
     let other = "198.51.100.81";
-    append(&log, &failures(other, 10, 5));
+    append_lines(&log, &failures(other, 10, 5));
     wait_until(20, "the second incident", || incident(&d2, other));
     wait_until(20, "the snapshot writer to catch up", || {
         persisted(&d2).then_some(())

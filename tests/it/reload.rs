@@ -4,7 +4,6 @@
 
 use crate::common::*;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -323,18 +322,6 @@ fn keys_that_need_a_restart_are_reported_and_keep_their_start_up_value() {
         .contains("restart needed for webui.listen"));
 }
 
-fn append(log: &Path, lines: &[String]) {
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(log)
-        .unwrap();
-    for l in lines {
-        writeln!(f, "{l}").unwrap();
-    }
-    f.sync_all().unwrap();
-}
-
 fn failures(ip: &str, from: usize, n: usize) -> Vec<String> {
     (from..from + n)
         .map(|i| {
@@ -394,7 +381,7 @@ fn a_threshold_change_takes_effect_on_the_open_window() {
     std::fs::write(&config, c.text()).unwrap();
     let d = Daemon::start_with(dir, config, state, &[]);
     let ip = "203.0.113.60";
-    append(&log, &failures(ip, 0, 3));
+    append_lines(&log, &failures(ip, 0, 3));
     // Read and dispatched: 3 of 10, no finding.
     wait_until(20, "the three lines to be read", || {
         let s = d.get("/api/v1/components", READ).expect(200).json();
@@ -413,7 +400,7 @@ fn a_threshold_change_takes_effect_on_the_open_window() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("applied thresholds"), "{out}");
     assert!(!out.contains("logs.auth"), "{out}");
-    append(&log, &failures(ip, 3, 1));
+    append_lines(&log, &failures(ip, 3, 1));
     let f = wait_until(20, "a brute-force finding at the new threshold", || {
         bruteforce(&d, ip)
     });
@@ -446,7 +433,7 @@ fn a_log_path_change_restarts_the_auth_watcher_from_its_checkpoint() {
     std::fs::write(&config, c.text()).unwrap();
     let d = Daemon::start_with(dir, config, state, &[]);
     let ip = "198.51.100.61";
-    append(&a, &failures(ip, 0, 3));
+    append_lines(&a, &failures(ip, 0, 3));
     wait_until(20, "the first lines to be read", || {
         let s = d.get("/api/v1/components", READ).expect(200).json();
         let ok = s["items"]
@@ -462,7 +449,7 @@ fn a_log_path_change_restarts_the_auth_watcher_from_its_checkpoint() {
     assert!(out.contains("applied logs.auth"), "{out}");
     // Two more in a.log: the restarted watcher resumes from its checkpoint and its
     // detector window was rebuilt, so these complete the five.
-    append(&a, &failures(ip, 3, 2));
+    append_lines(&a, &failures(ip, 3, 2));
     let f = wait_until(20, "the brute force across the restart", || {
         bruteforce(&d, ip)
     });
@@ -475,7 +462,7 @@ fn a_log_path_change_restarts_the_auth_watcher_from_its_checkpoint() {
     );
     // The new file is read too.
     let other = "198.51.100.62";
-    append(&b, &failures(other, 0, 5));
+    append_lines(&b, &failures(other, 0, 5));
     wait_until(20, "a finding from the added log", || bruteforce(&d, other));
     let comp = d.get("/api/v1/components", READ).expect(200).json();
     let detail = comp["items"]

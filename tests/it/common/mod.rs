@@ -521,3 +521,31 @@ pub fn login(d: &Daemon, token: &str) -> (String, String) {
         .to_string();
     (cookie, csrf)
 }
+
+/// Appends `lines` to a log (made when missing) and syncs it, as a logging program would.
+pub fn append_lines(log: &Path, lines: &[String]) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(log)
+        .unwrap();
+    for l in lines {
+        writeln!(f, "{l}").unwrap();
+    }
+    f.sync_all().unwrap();
+}
+
+/// Headless Chromium as root on this machine, with no network of its own: the flags every
+/// browser test starts it with (a test adds its profile, mode and URL).
+pub const CHROMIUM_HEADLESS: &[&str] = &[
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--ignore-certificate-errors",
+];
