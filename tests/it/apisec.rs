@@ -491,18 +491,7 @@ fn block_ip_bodies_are_bounded_before_parsing() {
     let body = std::sync::Arc::new(body.into_bytes());
     d.get("/api/v1/status", ADMIN).expect(200);
     let idle = rss(pid);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let sampler = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let mut peak = 0;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                peak = peak.max(rss(pid));
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            peak
-        })
-    };
+    let (stop, sampler) = peak_rss_sampler(pid, Duration::from_millis(10));
     let (addr, cert) = (d.addr, d.cert());
     let clients: Vec<_> = (0..16)
         .map(|_| {
@@ -686,6 +675,28 @@ fn rss(pid: u32) -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// Samples the daemon's RSS every `every` until the flag is set; the thread returns the
+/// peak.
+fn peak_rss_sampler(
+    pid: u32,
+    every: Duration,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<u64>,
+) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    let sampler = std::thread::spawn(move || {
+        let mut peak = 0;
+        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+            peak = peak.max(rss(pid));
+            std::thread::sleep(every);
+        }
+        peak
+    });
+    (stop, sampler)
+}
+
 fn mib(b: u64) -> f64 {
     b as f64 / (1024.0 * 1024.0)
 }
@@ -731,18 +742,7 @@ fn suppression_floods_do_not_keep_memory() {
     .expect(400);
     std::thread::sleep(Duration::from_secs(2));
     let idle = rss(pid);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let sampler = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let mut peak = 0;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                peak = peak.max(rss(pid));
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            peak
-        })
-    };
+    let (stop, sampler) = peak_rss_sampler(pid, Duration::from_millis(20));
     let (addr, cert) = (d.addr, d.cert());
     let mut largest_answer = 0;
     for _round in 0..5 {

@@ -654,7 +654,7 @@ fn a_solved_challenge_does_not_exempt_from_an_ssh_brute_force() {
     assert!(net.connects("192.0.2.1"), "solved: not blocked");
 
     // The same address brute-forces SSH: the finding blocks it.
-    crate::threat::append(&auth, &crate::threat::failures("192.0.2.2", 8));
+    append_lines(&auth, &crate::threat::failures("192.0.2.2", 8));
     let c = wait_until(30, "the SSH brute force to block the solver", || {
         let c = d.get("/api/v1/firewall/check?ip=192.0.2.2", ADMIN).json();
         (c["blocked"] == true).then_some(c)

@@ -3,7 +3,6 @@
 //! Tests that block use real nftables inside the network namespaces of
 //! `tests/it/firewall.rs` (skipped without root, failing under `CI=true`).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
@@ -22,18 +21,6 @@ pub(crate) fn failures(ip: &str, n: usize) -> Vec<String> {
             )
         })
         .collect()
-}
-
-pub(crate) fn append(log: &Path, lines: &[String]) {
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(log)
-        .unwrap();
-    for l in lines {
-        writeln!(f, "{l}").unwrap();
-    }
-    f.sync_all().unwrap();
 }
 
 /// `[logs]` on a fresh auth log in `dir`, and the log's path.
@@ -159,7 +146,7 @@ fn routes_answer_with_scopes_envelopes_and_validation() {
     assert!(names.contains(&"local_db"), "{names:?}");
 
     // A brute force in the auth log becomes events, a score and a top attacker.
-    append(&log, &failures("203.0.113.9", 8));
+    append_lines(&log, &failures("203.0.113.9", 8));
     let v = wait_until(20, "a scored record", || {
         let v = lookup(&d, "203.0.113.9");
         (v["score"].as_u64().unwrap_or(0) > 0 && !v["events"].as_array().unwrap().is_empty())
@@ -349,7 +336,7 @@ fn a_brute_force_in_the_auth_log_becomes_a_score_a_verdict_and_a_block() {
         &format!("{logs}[auto_response]\ndry_run = false\n"),
     );
     assert!(net.connects("192.0.2.1"), "open before the attack");
-    append(&log, &failures("192.0.2.2", 8));
+    append_lines(&log, &failures("192.0.2.2", 8));
     let c = wait_until(20, "the automatic block", || {
         let c = d.get("/api/v1/firewall/check?ip=192.0.2.2", ADMIN).json();
         (c["blocked"] == true).then_some(c)
@@ -391,7 +378,7 @@ fn a_brute_force_in_the_auth_log_becomes_a_score_a_verdict_and_a_block() {
         json!({"ip": "198.51.100.2"}),
     )
     .expect(200);
-    append(&log, &failures("198.51.100.2", 8));
+    append_lines(&log, &failures("198.51.100.2", 8));
     wait_until(20, "the second attacker's events", || {
         (!lookup(&d, "198.51.100.2")["events"]
             .as_array()
