@@ -25,10 +25,12 @@ pub const DEFAULT_RULES: &str = "/etc/svc/waf/svc-rules.conf";
 pub const DEFAULT_OVERRIDES: &str = "/etc/svc/waf/svc-overrides.conf";
 
 /// `--server` of install-rules: one of the servers it knows.
-fn server(a: &Args) -> Result<Option<&str>, String> {
+fn server(a: &Args) -> Result<Option<&'static str>, String> {
     match a.value("server") {
         None => Ok(None),
-        Some(s @ ("apache" | "nginx" | "litespeed")) => Ok(Some(s)),
+        Some("apache") => Ok(Some("apache")),
+        Some("nginx") => Ok(Some("nginx")),
+        Some("litespeed") => Ok(Some("litespeed")),
         Some(s) => Err(format!(
             "--server: expected apache, nginx or litespeed, got {s:?}"
         )),
@@ -128,8 +130,7 @@ fn install_rules(a: &Args) -> i32 {
         Err(e) => return super::family::usage_error(&super::defs::WAF, &e),
     };
     let write = a.switch("write");
-    let detected = || -> Option<&str> { detect_server() };
-    let Some(server) = named.or_else(detected) else {
+    let Some(server) = named.or_else(detect_server) else {
         eprintln!("svc waf install-rules: no web server found; name one with --server");
         return 1;
     };

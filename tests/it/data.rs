@@ -852,6 +852,18 @@ fn enc(s: &str) -> String {
 
 /// A database file that cannot be created stops start-up with its path and the I/O cause
 /// (it was reported as a SQLite "conversion" failure).
+/// Runs `svc daemon -c config`, which must refuse to start (exit 1); its standard error.
+fn start_fails(config: &Path) -> String {
+    let out = Command::new(svc_bin())
+        .args(["daemon", "-c"])
+        .arg(config)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 #[test]
 fn an_uncreatable_database_file_stops_startup_with_its_path() {
     let dir = temp_dir("nodb");
@@ -861,14 +873,7 @@ fn an_uncreatable_database_file_stops_startup_with_its_path() {
     std::os::unix::fs::symlink(dir.join("missing").join("svc.db"), state.join("svc.db")).unwrap();
     let config = dir.join("svc.toml");
     std::fs::write(&config, base_config(&state)).unwrap();
-    let out = Command::new(svc_bin())
-        .args(["daemon", "-c"])
-        .arg(&config)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = start_fails(&config);
     let db = state.join("svc.db");
     assert!(
         err.contains(&format!(
@@ -896,14 +901,7 @@ fn a_damaged_geoip_database_stops_startup_with_a_clear_message() {
         ),
     )
     .unwrap();
-    let out = Command::new(svc_bin())
-        .args(["daemon", "-c"])
-        .arg(&config)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = start_fails(&config);
     assert!(
         err.contains("geoip.city_db") && err.contains("city.mmdb"),
         "{err}"

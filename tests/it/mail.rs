@@ -344,6 +344,18 @@ fn start_daemon(dir: &Path, cfg: &str, env: &[(&str, &str)]) -> Daemon {
     Daemon::start_with(dir.to_path_buf(), config, dir.join("state"), env)
 }
 
+/// The daemon on `exim`'s spool with `clamd`, quarantining into `qdir` (no other
+/// collectors, no scheduled checks).
+fn start_mail_daemon(dir: &Path, exim: &Exim, clamd: &Clamd, qdir: &Path) -> Daemon {
+    let cfg = mail_config(
+        &dir.join("state"),
+        &exim.spool,
+        &clamd.socket.display().to_string(),
+        qdir,
+    );
+    start_daemon(dir, &cfg, &[])
+}
+
 fn quarantined(d: &Daemon) -> Vec<Value> {
     d.get("/api/v1/email/quarantine", ADMIN).expect(200).json()["items"]
         .as_array()
@@ -440,16 +452,7 @@ fn exim_spool_is_scanned_quarantined_and_released_across_filesystems() {
         .map(|id| (attrs(&exim.file(id, "-H")), attrs(&exim.file(id, "-D"))))
         .collect();
 
-    let d = start_daemon(
-        &dir,
-        &mail_config(
-            &dir.join("state"),
-            &exim.spool,
-            &clamd.socket.display().to_string(),
-            &qdir,
-        ),
-        &[],
-    );
+    let d = start_mail_daemon(&dir, &exim, &clamd, &qdir);
     let items = wait_until(60, "five quarantined messages", || {
         let q = quarantined(&d);
         (q.iter().filter(|e| e["state"] == "quarantined").count() >= 5).then_some(q)
@@ -690,16 +693,7 @@ fn eicar_is_quarantined_from_a_spool_kept_without_message_logs() {
         "Exim kept no message logs"
     );
 
-    let d = start_daemon(
-        &dir,
-        &mail_config(
-            &dir.join("state"),
-            &exim.spool,
-            &clamd.socket.display().to_string(),
-            &qdir,
-        ),
-        &[],
-    );
+    let d = start_mail_daemon(&dir, &exim, &clamd, &qdir);
     let items = wait_until(60, "both EICAR messages quarantined", || {
         let q = quarantined(&d);
         let done = [&first, &second]
