@@ -8,13 +8,51 @@ use std::time::Duration;
 /// Longest lifetime accepted: ten years.
 pub const MAX: Duration = Duration::from_secs(3650 * 86_400);
 
-/// Why a lifetime text was refused (the message names the text and the accepted forms).
+/// Why a lifetime text was refused; each variant carries the (trimmed) text and its
+/// message names the accepted forms.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DurationError(pub String);
+pub enum DurationError {
+    Empty,
+    /// Over 32 bytes, or a number or total that overflows.
+    TooLong(String),
+    /// A character that is neither a digit nor a unit.
+    UnknownUnit(String),
+    /// A unit with no number before it.
+    UnitWithoutNumber(String),
+    /// A unit repeated or out of order (`1h1h`, `30m1h`; decision 288).
+    UnitOrder(String),
+    /// A number with no unit after it.
+    NoUnit(String),
+    /// Zero seconds in all.
+    Zero(String),
+    /// Longer than [`MAX`].
+    OverMax(String),
+}
 
 impl std::fmt::Display for DurationError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            DurationError::Empty => f.write_str("empty duration"),
+            DurationError::TooLong(s) => write!(f, "duration {s:?} is too long"),
+            DurationError::UnknownUnit(s) => write!(
+                f,
+                "invalid duration {s:?}: use a number and a unit s, m, h or d (4s, 90s, 15m, 24h, 7d)"
+            ),
+            DurationError::UnitWithoutNumber(s) => write!(
+                f,
+                "invalid duration {s:?}: a unit must follow a number (4s, 15m, 24h, 7d)"
+            ),
+            DurationError::UnitOrder(s) => write!(
+                f,
+                "invalid duration {s:?}: each unit at most once, largest first (1d2h, 1h30m)"
+            ),
+            DurationError::NoUnit(s) => write!(
+                f,
+                "invalid duration {s:?}: the last number has no unit (s, m, h or d)"
+            ),
+            DurationError::Zero(s) => write!(f, "duration {s:?} must be at least one second"),
+            DurationError::OverMax(s) => write!(f, "duration {s:?} is longer than ten years"),
+        }
     }
 }
 
@@ -25,16 +63,13 @@ impl std::error::Error for DurationError {}
 /// refused, decision 288), between one second and ten years. The one reader of lifetimes
 /// (API `for`, `svc firewall ... --for`).
 pub fn parse(text: &str) -> Result<Duration, DurationError> {
-    parse_text(text).map_err(DurationError)
-}
-
-fn parse_text(text: &str) -> Result<Duration, String> {
     let s = text.trim();
     if s.is_empty() {
-        return Err("empty duration".into());
+        return Err(DurationError::Empty);
     }
+    let too_long = || DurationError::TooLong(s.to_string());
     if s.len() > 32 {
-        return Err(format!("duration {s:?} is too long"));
+        return Err(too_long());
     }
     let mut total: u64 = 0;
     let mut num: Option<u64> = None;
@@ -46,7 +81,7 @@ fn parse_text(text: &str) -> Result<Duration, String> {
             num = Some(
                 n.checked_mul(10)
                     .and_then(|n| n.checked_add(d as u64))
-                    .ok_or_else(|| format!("duration {s:?} is too long"))?,
+                    .ok_or_else(too_long)?,
             );
             continue;
         }
@@ -55,37 +90,29 @@ fn parse_text(text: &str) -> Result<Duration, String> {
             'm' => 60,
             'h' => 3600,
             'd' => 86_400,
-            _ => {
-                return Err(format!(
-                    "invalid duration {s:?}: use a number and a unit s, m, h or d (4s, 90s, 15m, 24h, 7d)"
-                ))
-            }
+            _ => return Err(DurationError::UnknownUnit(s.to_string())),
         };
-        let n = num.take().ok_or_else(|| {
-            format!("invalid duration {s:?}: a unit must follow a number (4s, 15m, 24h, 7d)")
-        })?;
+        let n = num
+            .take()
+            .ok_or_else(|| DurationError::UnitWithoutNumber(s.to_string()))?;
         if unit >= previous {
-            return Err(format!(
-                "invalid duration {s:?}: each unit at most once, largest first (1d2h, 1h30m)"
-            ));
+            return Err(DurationError::UnitOrder(s.to_string()));
         }
         previous = unit;
         total = n
             .checked_mul(unit)
             .and_then(|v| total.checked_add(v))
-            .ok_or_else(|| format!("duration {s:?} is too long"))?;
+            .ok_or_else(too_long)?;
     }
     if num.is_some() {
-        return Err(format!(
-            "invalid duration {s:?}: the last number has no unit (s, m, h or d)"
-        ));
+        return Err(DurationError::NoUnit(s.to_string()));
     }
     let d = Duration::from_secs(total);
     if d.is_zero() {
-        return Err(format!("duration {s:?} must be at least one second"));
+        return Err(DurationError::Zero(s.to_string()));
     }
     if d > MAX {
-        return Err(format!("duration {s:?} is longer than ten years"));
+        return Err(DurationError::OverMax(s.to_string()));
     }
     Ok(d)
 }
@@ -127,17 +154,17 @@ mod tests {
 
     #[test]
     fn refusals_say_why() {
-        assert!(parse("").unwrap_err().0.contains("empty"));
-        assert!(parse("10").unwrap_err().0.contains("no unit"));
-        assert!(parse("h").unwrap_err().0.contains("must follow"));
-        assert!(parse("5w").unwrap_err().0.contains("unit"));
-        assert!(parse("0s").unwrap_err().0.contains("at least"));
-        assert!(parse("3651d").unwrap_err().0.contains("ten years"));
+        assert!(parse("").unwrap_err().to_string().contains("empty"));
+        assert!(parse("10").unwrap_err().to_string().contains("no unit"));
+        assert!(parse("h").unwrap_err().to_string().contains("must follow"));
+        assert!(parse("5w").unwrap_err().to_string().contains("unit"));
+        assert!(parse("0s").unwrap_err().to_string().contains("at least"));
+        assert!(parse("3651d").unwrap_err().to_string().contains("ten years"));
         assert!(parse("99999999999999999999s").is_err());
         assert!(parse("-5s").is_err());
         // Issue 23 item 12: `1h1h` was two hours.
         for bad in ["1h1h", "30m1h", "1s1d", "1m2m", "1h30m1h"] {
-            assert!(parse(bad).unwrap_err().0.contains("at most once"), "{bad}");
+            assert!(parse(bad).unwrap_err().to_string().contains("at most once"), "{bad}");
         }
         assert_eq!(parse("1d2h3m4s").unwrap().as_secs(), 93_784);
         assert_eq!(parse("1H30m").unwrap().as_secs(), 5400);

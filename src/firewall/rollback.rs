@@ -61,8 +61,8 @@ fn ts(us: i64) -> Timestamp {
 
 impl Rollback {
     /// Parses the stored JSON; unreadable text is an empty state (logged by the caller).
-    pub fn from_json(text: &str) -> Result<Rollback, String> {
-        serde_json::from_str(text).map_err(|e| e.to_string())
+    pub fn from_json(text: &str) -> Result<Rollback, serde_json::Error> {
+        serde_json::from_str(text)
     }
 
     pub fn to_json(&self) -> String {
