@@ -23,7 +23,7 @@ use super::db::{Evidence, RecordState};
 use super::undo::{self, Item, UndoError};
 use super::Threat;
 use crate::firewall::{
-    Actor, BlockItem, Firewall, FirewallError, Handle, Net, Outcome, PriorBlock,
+    Actor, BlockItem, Firewall, FirewallError, Handle, Net, Outcome, PriorBlock, Refusal,
 };
 use crate::timefmt::rfc3339;
 
@@ -419,31 +419,32 @@ impl Threat {
         let now = self.clock.now().as_microsecond();
         let mut restored = Vec::new();
         let mut failed = Vec::new();
-        let absent = || "the firewall engine is not running".to_string();
         for it in &e.items {
             let ip = it.ip;
-            let r: Result<(), String> = match e.action.as_str() {
+            let r: Result<(), RestoreError> = match e.action.as_str() {
                 "block" | "block_permanent" => match &fw {
-                    None => Err(absent()),
+                    None => Err(RestoreError::EngineAbsent),
                     Some(fw) => {
                         let prior: Option<PriorBlock> = it.block.as_ref().map(Into::into);
                         match fw.restore_block(ip, prior.as_ref()) {
-                            Ok(Outcome::Refused { refusal, .. }) => Err(refusal.to_string()),
+                            Ok(Outcome::Refused { refusal, .. }) => {
+                                Err(RestoreError::Refused(refusal))
+                            }
                             Ok(_) => {
                                 // Evidence comes back only with a successful reversal.
                                 self.db.restore(ip, state_of(&it.record), now);
                                 Ok(())
                             }
-                            Err(e) => Err(e.to_string()),
+                            Err(e) => Err(RestoreError::Firewall(e)),
                         }
                     }
                 },
                 "whitelist" | "temp_whitelist" => match &fw {
-                    None => Err(absent()),
+                    None => Err(RestoreError::EngineAbsent),
                     Some(fw) => (|| {
                         match fw.unallow(Net::host(ip)) {
                             Ok(_) | Err(FirewallError::NotFound(_)) => {}
-                            Err(e) => return Err(e.to_string()),
+                            Err(e) => return Err(RestoreError::Firewall(e)),
                         }
                         if let Some(a) = &it.allow {
                             reallow(fw, ip, a, now, caller)?;
@@ -452,17 +453,17 @@ impl Threat {
                             let prior: PriorBlock = b.into();
                             match fw.restore_block(ip, Some(&prior)) {
                                 Ok(Outcome::Refused { refusal, .. }) => {
-                                    return Err(refusal.to_string())
+                                    return Err(RestoreError::Refused(refusal))
                                 }
                                 Ok(_) => {}
-                                Err(e) => return Err(e.to_string()),
+                                Err(e) => return Err(RestoreError::Firewall(e)),
                             }
                         }
                         Ok(())
                     })(),
                 },
                 "unwhitelist" => match &fw {
-                    None => Err(absent()),
+                    None => Err(RestoreError::EngineAbsent),
                     Some(fw) => match &it.allow {
                         Some(a) => reallow(fw, ip, a, now, caller),
                         None => Ok(()),
@@ -472,11 +473,11 @@ impl Threat {
                     self.db.restore(ip, state_of(&it.record), now);
                     Ok(())
                 }
-                other => Err(format!("unknown action {other:?}")),
+                other => Err(RestoreError::UnknownAction(other.to_string())),
             };
             match r {
                 Ok(()) => restored.push(ip),
-                Err(m) => failed.push((ip, m)),
+                Err(m) => failed.push((ip, m.to_string())),
             }
         }
         if restored.is_empty() && !failed.is_empty() {
@@ -510,6 +511,37 @@ impl Threat {
     }
 }
 
+/// Why one address of an undo entry was not restored (its `failed` reason).
+#[derive(Debug)]
+enum RestoreError {
+    EngineAbsent,
+    /// The firewall refused the restored block (an allowed or infrastructure address).
+    Refused(Refusal),
+    Firewall(FirewallError),
+    /// A stored entry of an action this version does not know.
+    UnknownAction(String),
+}
+
+impl std::fmt::Display for RestoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RestoreError::EngineAbsent => f.write_str("the firewall engine is not running"),
+            RestoreError::Refused(r) => write!(f, "{r}"),
+            RestoreError::Firewall(e) => write!(f, "{e}"),
+            RestoreError::UnknownAction(a) => write!(f, "unknown action {a:?}"),
+        }
+    }
+}
+
+impl std::error::Error for RestoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RestoreError::Firewall(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// Puts an allow entry back with its earlier deadline (an expired one stays removed).
 fn reallow(
     fw: &Firewall,
@@ -517,7 +549,7 @@ fn reallow(
     a: &undo::Allow,
     now: i64,
     caller: &Caller,
-) -> Result<(), String> {
+) -> Result<(), RestoreError> {
     let d = match a.expires {
         None => None,
         Some(e) if e > now => Some(Duration::from_micros((e - now) as u64)),
@@ -525,5 +557,5 @@ fn reallow(
     };
     fw.allow(Net::host(ip), &a.reason, d, &caller.actor())
         .map(|_| ())
-        .map_err(|e| e.to_string())
+        .map_err(RestoreError::Firewall)
 }

@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::Env;
 use crate::config::threat::SpamFilterConfig;
-use crate::net::https::{Client, Roots};
+use crate::net::https::{Client, FetchError, Roots};
 use crate::threat::verdict::{Answer, Query, Source, Status};
 
 const MAX_BODY: u64 = 32 * 1024 * 1024;
@@ -95,6 +95,42 @@ fn answer(c: Option<&Counts>) -> Answer {
     Answer::score(score, reason)
 }
 
+/// Why the spam filter's history is not available (the source's `error` reason).
+#[derive(Debug)]
+enum SpamFilterError {
+    /// The token's environment variable (named) is unset or empty.
+    NoToken(String),
+    Fetch(FetchError),
+    /// An HTTP status other than 200.
+    Status(u16),
+    NotUnderstood,
+}
+
+impl std::fmt::Display for SpamFilterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpamFilterError::NoToken(var) => write!(
+                f,
+                "the environment variable {var} (reputation.spamfilter.token_env) is not set"
+            ),
+            SpamFilterError::Fetch(e) => write!(f, "spam filter: {e}"),
+            SpamFilterError::Status(s) => write!(f, "the spam filter answered {s}"),
+            SpamFilterError::NotUnderstood => {
+                f.write_str("the spam filter's history is not understood")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SpamFilterError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SpamFilterError::Fetch(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 impl SpamFilter {
     pub fn new(cfg: &SpamFilterConfig, roots: &Roots, timeout: Duration, _env: &Env) -> SpamFilter {
         SpamFilter {
@@ -114,27 +150,24 @@ impl SpamFilter {
             .map(|(_, h)| h.clone())
     }
 
-    fn fetch(&self, now: i64) -> Result<History, String> {
+    fn fetch(&self, now: i64) -> Result<History, SpamFilterError> {
         let _one = self.fetching.lock();
         if let Some(h) = self.fresh(now) {
             return Ok(h);
         }
         let token = std::env::var(&self.cfg.token_env).unwrap_or_default();
         if token.is_empty() {
-            return Err(format!(
-                "the environment variable {} (reputation.spamfilter.token_env) is not set",
-                self.cfg.token_env
-            ));
+            return Err(SpamFilterError::NoToken(self.cfg.token_env.clone()));
         }
         let url = format!("{}/history", self.cfg.url.trim_end_matches('/'));
         let f = self
             .client
             .get(&url, &[("Password", &token)])
-            .map_err(|e| format!("spam filter: {e}"))?;
+            .map_err(SpamFilterError::Fetch)?;
         if f.status != 200 {
-            return Err(format!("the spam filter answered {}", f.status));
+            return Err(SpamFilterError::Status(f.status));
         }
-        let h = Arc::new(parse(&f.body).ok_or("the spam filter's history is not understood")?);
+        let h = Arc::new(parse(&f.body).ok_or(SpamFilterError::NotUnderstood)?);
         *self.state.lock() = Some((now, h.clone()));
         Ok(h)
     }
@@ -157,7 +190,7 @@ impl Source for SpamFilter {
     fn lookup(&self, ip: IpAddr, q: &Query) -> Answer {
         match self.fetch(q.now.as_microsecond()) {
             Ok(h) => answer(h.get(&ip)),
-            Err(e) => Answer::status(Status::Error, e),
+            Err(e) => Answer::status(Status::Error, e.to_string()),
         }
     }
 }

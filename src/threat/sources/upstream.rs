@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::{Env, MemCache};
 use crate::config::threat::UpstreamConfig;
-use crate::net::https::{Client, Roots};
+use crate::net::https::{Client, FetchError, Roots};
 use crate::threat::breaker::{Breaker, Permit};
 use crate::threat::verdict::{Answer, Query, Source, Status};
 
@@ -43,6 +43,35 @@ pub fn parse(body: &[u8]) -> Option<(u8, String)> {
     Some((score.round().clamp(0.0, 100.0) as u8, reason))
 }
 
+/// Why the upstream gave no score (the source's `error` reason).
+#[derive(Debug)]
+enum UpstreamError {
+    Fetch(FetchError),
+    /// A 200 answer without a finite `score`.
+    NotUnderstood,
+    /// An HTTP status other than 200 or 404.
+    Status(u16),
+}
+
+impl std::fmt::Display for UpstreamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpstreamError::Fetch(e) => write!(f, "upstream: {e}"),
+            UpstreamError::NotUnderstood => f.write_str("the upstream answer is not understood"),
+            UpstreamError::Status(s) => write!(f, "upstream answered {s}"),
+        }
+    }
+}
+
+impl std::error::Error for UpstreamError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            UpstreamError::Fetch(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 impl Upstream {
     pub fn new(cfg: &UpstreamConfig, roots: &Roots, timeout: Duration, env: &Env) -> Upstream {
         Upstream {
@@ -61,7 +90,7 @@ impl Upstream {
         self.cfg.cache_ttl_min as i64 * 60 * 1_000_000
     }
 
-    fn fetch(&self, ip: IpAddr) -> Result<Answer, String> {
+    fn fetch(&self, ip: IpAddr) -> Result<Answer, UpstreamError> {
         let url = format!(
             "{}{}ip={ip}",
             self.cfg.url,
@@ -80,13 +109,13 @@ impl Upstream {
         let f = self
             .client
             .get(&url, &headers)
-            .map_err(|e| format!("upstream: {e}"))?;
+            .map_err(UpstreamError::Fetch)?;
         match f.status {
             200 => parse(&f.body)
                 .map(|(s, r)| Answer::score(s, r))
-                .ok_or_else(|| "the upstream answer is not understood".to_string()),
+                .ok_or(UpstreamError::NotUnderstood),
             404 => Ok(Answer::status(Status::NoData, "no shared score")),
-            s => Err(format!("upstream answered {s}")),
+            s => Err(UpstreamError::Status(s)),
         }
     }
 }
@@ -127,7 +156,7 @@ impl Source for Upstream {
             }
             Err(e) => {
                 self.breaker.failure(probe);
-                Answer::status(Status::Error, e)
+                Answer::status(Status::Error, e.to_string())
             }
         }
     }
