@@ -34,6 +34,11 @@ use super::collectors::{thresholds_of, LiveCollectors};
 use crate::api::audit::Entry;
 use crate::api::App;
 use crate::config::{self, Config, Live};
+use crate::alerts::AlertsError;
+use crate::mail::MailError;
+use crate::store::StoreError;
+use crate::threat::sources::SourceError;
+use crate::watch::CollectorError;
 
 /// What asked for the reload (the audit record's `via`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +99,45 @@ pub struct Effects {
     pub sessions_ended: usize,
 }
 
+/// Why a running subsystem could not take a section (the answer's `error` after the
+/// section's name).
+#[derive(Debug)]
+pub enum ApplyError {
+    /// Sessions created by a removed admin token could not be ended.
+    EndSessions(StoreError),
+    Alerts(AlertsError),
+    Threat(SourceError),
+    /// A log or file collector did not start again.
+    Collector(CollectorError),
+    Mail(MailError),
+}
+
+impl std::fmt::Display for ApplyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApplyError::EndSessions(e) => {
+                write!(f, "cannot end the sessions of removed tokens: {e}")
+            }
+            ApplyError::Alerts(e) => write!(f, "alerts: {e}"),
+            ApplyError::Threat(e) => write!(f, "threat: {e}"),
+            ApplyError::Collector(e) => write!(f, "{e}"),
+            ApplyError::Mail(e) => write!(f, "mail: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ApplyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ApplyError::EndSessions(e) => Some(e),
+            ApplyError::Alerts(e) => Some(e),
+            ApplyError::Threat(e) => Some(e),
+            ApplyError::Collector(e) => Some(e),
+            ApplyError::Mail(e) => Some(e),
+        }
+    }
+}
+
 /// One configuration section a running subsystem takes live.
 pub struct Section {
     /// Name in the reload answer (a dotted key or table).
@@ -101,7 +145,7 @@ pub struct Section {
     /// Whether the section differs between two configurations.
     pub changed: fn(&Config, &Config) -> bool,
     /// Applies `cfg`'s section to the running subsystem.
-    pub apply: fn(&Handles, &Config, &mut Effects) -> Result<(), String>,
+    pub apply: fn(&Handles, &Config, &mut Effects) -> Result<(), ApplyError>,
 }
 
 /// The sections applied live, in the order they are applied.
@@ -162,7 +206,7 @@ pub static SECTIONS: &[Section] = &[
                 .services
                 .alerts
                 .reconfigure(&c.alerts)
-                .map_err(|e| format!("alerts: {e}"))
+                .map_err(ApplyError::Alerts)
         },
     },
     Section {
@@ -181,7 +225,7 @@ pub static SECTIONS: &[Section] = &[
                 .services
                 .threat
                 .reconfigure(&c.threat, &c.reputation)
-                .map_err(|e| format!("threat: {e}"))
+                .map_err(ApplyError::Threat)
         },
     },
     Section {
@@ -224,17 +268,17 @@ pub static SECTIONS: &[Section] = &[
                 b.engine.auto_quarantine,
             )
         },
-        apply: |h, c, _| h.collectors.restart_files(c).map_err(|e| e.to_string()),
+        apply: |h, c, _| h.collectors.restart_files(c).map_err(ApplyError::Collector),
     },
     Section {
         name: "logs.auth",
         changed: |a, b| a.engine.auth_logs != b.engine.auth_logs,
-        apply: |h, c, _| h.collectors.restart_auth(c).map_err(|e| e.to_string()),
+        apply: |h, c, _| h.collectors.restart_auth(c).map_err(ApplyError::Collector),
     },
     Section {
         name: "logs.access",
         changed: |a, b| a.engine.access_logs != b.engine.access_logs,
-        apply: |h, c, _| h.collectors.restart_access(c).map_err(|e| e.to_string()),
+        apply: |h, c, _| h.collectors.restart_access(c).map_err(ApplyError::Collector),
     },
     Section {
         name: "mail",
@@ -244,7 +288,7 @@ pub static SECTIONS: &[Section] = &[
                 .services
                 .mail
                 .reconfigure(&c.mail)
-                .map_err(|e| format!("mail: {e}"))
+                .map_err(ApplyError::Mail)
         },
     },
     Section {
@@ -272,14 +316,14 @@ pub static SECTIONS: &[Section] = &[
     },
 ];
 
-fn apply_tokens(h: &Handles, c: &Config, fx: &mut Effects) -> Result<(), String> {
+fn apply_tokens(h: &Handles, c: &Config, fx: &mut Effects) -> Result<(), ApplyError> {
     let app = &h.app;
     app.tokens
         .replace(&c.effective_tokens(), &c.webui.metrics_token);
     let ended = app
         .sessions
         .end_created_by(|id| app.tokens.is_admin(id))
-        .map_err(|e| format!("cannot end the sessions of removed tokens: {e}"))?;
+        .map_err(ApplyError::EndSessions)?;
     fx.sessions_ended += ended;
     Ok(())
 }
