@@ -458,34 +458,74 @@ fn lex(b: &[u8]) -> Option<Fields> {
     Some(f)
 }
 
-/// Range-checks the fields and builds the bound; `Err` carries the reason.
-fn to_bound(f: &Fields) -> Result<Bound, String> {
+/// A field out of its range (the detail in parentheses of an `InvalidField` message).
+#[derive(Debug, PartialEq, Eq)]
+enum FieldError {
+    Month(u32),
+    Day { year: u32, month: u32, day: u32 },
+    Time { hour: u32, minute: u32, second: u32 },
+    Offset { hours: u32, minutes: u32 },
+    /// jiff refused the civil time (not expected after the range checks).
+    InvalidTime,
+    /// jiff refused the offset (not expected after the range checks).
+    InvalidOffset,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FieldError::Month(m) => write!(f, "month {m:02} is not 01-12"),
+            FieldError::Day { year, month, day } => {
+                write!(f, "day {day:02} does not exist in {year:04}-{month:02}")
+            }
+            FieldError::Time {
+                hour,
+                minute,
+                second,
+            } => write!(
+                f,
+                "time {hour:02}:{minute:02}:{second:02} is not 00:00:00-23:59:60"
+            ),
+            FieldError::Offset { hours, minutes } => {
+                write!(f, "offset {hours:02}:{minutes:02} is not 00:00-23:59")
+            }
+            FieldError::InvalidTime => f.write_str("invalid time"),
+            FieldError::InvalidOffset => f.write_str("invalid offset"),
+        }
+    }
+}
+
+/// Range-checks the fields and builds the bound; `Err` names the field out of range.
+fn to_bound(f: &Fields) -> Result<Bound, FieldError> {
     if !(1..=12).contains(&f.month) {
-        return Err(format!("month {:02} is not 01-12", f.month));
+        return Err(FieldError::Month(f.month));
     }
     let date = small(f.year)
         .zip(small(f.month))
         .zip(small(f.day))
         .and_then(|((y, m), d)| Date::new(y, m as i8, d as i8).ok())
-        .ok_or_else(|| {
-            format!(
-                "day {:02} does not exist in {:04}-{:02}",
-                f.day, f.year, f.month
-            )
+        .ok_or(FieldError::Day {
+            year: f.year,
+            month: f.month,
+            day: f.day,
         })?;
     let t = match &f.time {
         None => return Ok(Bound::Day(date)),
         Some(t) => t,
     };
     if t.hour > 23 || t.minute > 59 || t.second > 60 {
-        return Err(format!(
-            "time {:02}:{:02}:{:02} is not 00:00:00-23:59:60",
-            t.hour, t.minute, t.second
-        ));
+        return Err(FieldError::Time {
+            hour: t.hour,
+            minute: t.minute,
+            second: t.second,
+        });
     }
     let (sign, oh, om) = t.offset;
     if oh > 23 || om > 59 {
-        return Err(format!("offset {oh:02}:{om:02} is not 00:00-23:59"));
+        return Err(FieldError::Offset {
+            hours: oh,
+            minutes: om,
+        });
     }
     let secs = t.second.min(59);
     let dt = DateTime::new(
@@ -497,9 +537,9 @@ fn to_bound(f: &Fields) -> Result<Bound, String> {
         secs as i8,
         0,
     )
-    .map_err(|_| "invalid time".to_string())?;
+    .map_err(|_| FieldError::InvalidTime)?;
     let offset = Offset::from_seconds(sign * (oh as i32 * 3600 + om as i32 * 60))
-        .map_err(|_| "invalid offset".to_string())?;
+        .map_err(|_| FieldError::InvalidOffset)?;
     let saturated = if f.year >= 1970 {
         Timestamp::MAX
     } else {

@@ -382,23 +382,64 @@ fn to_row(key: &IncKey, i: &Incident) -> IncidentRow {
     }
 }
 
-fn from_row(r: IncidentRow) -> Result<(IncKey, Incident), String> {
-    let what = format!("{} {:?}", r.kind, r.key);
-    let kind = kind_of(&r.kind).ok_or_else(|| format!("{what}: unknown kind"))?;
+/// Why a stored snapshot row cannot be read back.
+#[derive(Debug)]
+enum RowProblem {
+    UnknownKind,
+    NotAnAddress,
+    BadSeverity,
+    Time(jiff::Error),
+}
+
+/// An unreadable snapshot row: `ip "x": not an address`.
+#[derive(Debug)]
+struct RowError {
+    kind: String,
+    key: String,
+    problem: RowProblem,
+}
+
+impl std::fmt::Display for RowError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {:?}: ", self.kind, self.key)?;
+        match &self.problem {
+            RowProblem::UnknownKind => f.write_str("unknown kind"),
+            RowProblem::NotAnAddress => f.write_str("not an address"),
+            RowProblem::BadSeverity => f.write_str("bad severity"),
+            RowProblem::Time(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for RowError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.problem {
+            RowProblem::Time(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+fn from_row(r: IncidentRow) -> Result<(IncKey, Incident), RowError> {
+    let fail = |problem| RowError {
+        kind: r.kind.clone(),
+        key: r.key.clone(),
+        problem,
+    };
+    let kind = kind_of(&r.kind).ok_or_else(|| fail(RowProblem::UnknownKind))?;
     let key = match kind {
         KeyKind::Ip => IncKey::Ip(
             r.key
                 .parse()
-                .map_err(|_| format!("{what}: not an address"))?,
+                .map_err(|_| fail(RowProblem::NotAnAddress))?,
         ),
         KeyKind::Account => IncKey::Account(r.key.as_str().into()),
         KeyKind::Host => IncKey::Host(r.key.as_str().into()),
     };
-    let ts = |m: i64| Timestamp::from_microsecond(m).map_err(|e| format!("{what}: {e}"));
+    let ts = |m: i64| Timestamp::from_microsecond(m).map_err(|e| fail(RowProblem::Time(e)));
     let inc = Incident {
         id: r.id,
-        severity: Severity::from_level(r.severity)
-            .ok_or_else(|| format!("{what}: bad severity"))?,
+        severity: Severity::from_level(r.severity).ok_or_else(|| fail(RowProblem::BadSeverity))?,
         first_seen: ts(r.first_seen)?,
         last_seen: ts(r.last_seen)?,
         count: r.count,
@@ -450,7 +491,7 @@ impl Incidents {
                             }
                             Ok((key, inc))
                         }
-                        Err(e) => Err((e, stored)),
+                        Err(e) => Err((e.to_string(), stored)),
                     }
                 }
                 Err(b) => Err((

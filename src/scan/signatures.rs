@@ -240,8 +240,8 @@ impl SignatureSet {
             }
             let text = match read_rule_file(p) {
                 Ok(t) => t,
-                Err(m) => {
-                    errors.push(io_err(p, m));
+                Err(e) => {
+                    errors.push(io_err(p, e.to_string()));
                     continue;
                 }
             };
@@ -642,23 +642,51 @@ fn mark(app: &[bool], matched: &[bool], hit: &mut [Option<usize>], r: usize, at:
     }
 }
 
+/// Why an extra rule file was not read.
+#[derive(Debug)]
+enum ReadError {
+    Io(io::Error),
+    /// Over [`MAX_RULE_FILE_BYTES`].
+    TooLarge,
+    NotUtf8,
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Io(e) => write!(f, "cannot read: {e}"),
+            ReadError::TooLarge => write!(f, "larger than {MAX_RULE_FILE_BYTES} bytes"),
+            ReadError::NotUtf8 => f.write_str("not valid UTF-8"),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReadError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// Reads an extra rule file (in a directory the operator configured), a regular file of at
 /// most [`MAX_RULE_FILE_BYTES`].
-fn read_rule_file(p: &Path) -> Result<String, String> {
+fn read_rule_file(p: &Path) -> Result<String, ReadError> {
     use std::io::Read;
-    let f = open_for_scan(p).map_err(|e| format!("cannot read: {e}"))?;
-    let meta = f.metadata().map_err(|e| format!("cannot read: {e}"))?;
+    let f = open_for_scan(p).map_err(ReadError::Io)?;
+    let meta = f.metadata().map_err(ReadError::Io)?;
     if meta.len() > MAX_RULE_FILE_BYTES as u64 {
-        return Err(format!("larger than {MAX_RULE_FILE_BYTES} bytes"));
+        return Err(ReadError::TooLarge);
     }
     let mut bytes = Vec::new();
     f.take(MAX_RULE_FILE_BYTES as u64 + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
+        .map_err(ReadError::Io)?;
     if bytes.len() > MAX_RULE_FILE_BYTES {
-        return Err(format!("larger than {MAX_RULE_FILE_BYTES} bytes"));
+        return Err(ReadError::TooLarge);
     }
-    String::from_utf8(bytes).map_err(|_| "not valid UTF-8".to_string())
+    String::from_utf8(bytes).map_err(|_| ReadError::NotUtf8)
 }
 
 /// Opens a file to scan through `sys::dir`: its directory is reached without following a

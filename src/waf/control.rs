@@ -174,7 +174,7 @@ pub fn apply(waf: &WafService, v: &Value) -> Answer {
             (400, json!({"error": e.to_string(), "rule_id": id}))
         }
         Err(e @ ApplyError::NotConfigured(_)) => failed(409, e),
-        Err(e @ ApplyError::Write(_)) => failed(500, e),
+        Err(e @ (ApplyError::Write { .. } | ApplyError::Store(_))) => failed(500, e),
         Err(e @ ApplyError::Reload(_)) => (
             502,
             json!({"error": e.to_string(), "ok": false, "reloaded": false, "disabled": set}),

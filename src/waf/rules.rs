@@ -12,7 +12,8 @@
 //!   answer ([`ApplyOutcome::Pending`]) and its result is recorded in [`ReloadState`].
 
 use std::collections::BTreeSet;
-use std::io::Read;
+use std::io::{self, Read};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::config::waf::WafConfig;
+use crate::store::StoreError;
 
 /// Output of a reload kept (bytes of stdout and stderr together).
 pub const MAX_OUTPUT: usize = 4096;
@@ -39,14 +41,16 @@ pub struct ReloadState {
 }
 
 /// Why an apply was refused or failed.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum ApplyError {
     /// Rule management is not configured: the keys named are unset.
     NotConfigured(Vec<&'static str>),
     /// An id outside the loaded rules.
     UnknownRule(u32),
     /// The overrides file could not be written.
-    Write(String),
+    Write { path: PathBuf, cause: io::Error },
+    /// The disabled set could not be stored.
+    Store(StoreError),
     /// The reload failed (the overrides file and the stored set are written).
     Reload(String),
 }
@@ -60,13 +64,26 @@ impl std::fmt::Display for ApplyError {
                 keys.join(", ")
             ),
             ApplyError::UnknownRule(id) => write!(f, "rule {id} is not a loaded rule"),
-            ApplyError::Write(e) => write!(f, "cannot write the overrides file: {e}"),
+            ApplyError::Write { path, cause } => write!(
+                f,
+                "cannot write the overrides file: {}: {cause}",
+                crate::text::escape_path(path)
+            ),
+            ApplyError::Store(e) => write!(f, "cannot write the overrides file: store: {e}"),
             ApplyError::Reload(e) => write!(f, "the web-server reload failed: {e}"),
         }
     }
 }
 
-impl std::error::Error for ApplyError {}
+impl std::error::Error for ApplyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ApplyError::Write { cause, .. } => Some(cause),
+            ApplyError::Store(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 /// What an apply did.
 #[derive(Debug, PartialEq, Eq)]
@@ -94,7 +111,7 @@ pub fn apply(
     cfg: &WafConfig,
     disabled: &BTreeSet<u32>,
     known: impl Fn(u32) -> bool,
-    store_set: impl FnOnce(&BTreeSet<u32>) -> Result<(), String>,
+    store_set: impl FnOnce(&BTreeSet<u32>) -> Result<(), StoreError>,
     state: &Arc<Mutex<ReloadState>>,
     answer_wait: Duration,
 ) -> Result<ApplyOutcome, ApplyError> {
@@ -109,8 +126,11 @@ pub fn apply(
         return Err(ApplyError::NotConfigured(vec!["waf.overrides_file"]));
     };
     crate::fsutil::write_atomic(path, overrides_text(disabled).as_bytes(), 0o644, None)
-        .map_err(|e| ApplyError::Write(format!("{}: {e}", crate::text::escape_path(path))))?;
-    store_set(disabled).map_err(ApplyError::Write)?;
+        .map_err(|cause| ApplyError::Write {
+            path: path.clone(),
+            cause,
+        })?;
+    store_set(disabled).map_err(ApplyError::Store)?;
     run_reload(
         &cfg.reload_command,
         Duration::from_secs(cfg.reload_timeout_seconds),
@@ -269,7 +289,7 @@ mod tests {
             Duration::from_secs(1),
         )
         .unwrap_err();
-        assert_eq!(e, ApplyError::UnknownRule(12));
+        assert!(matches!(e, ApplyError::UnknownRule(12)), "{e}");
         assert!(e.to_string().contains("12"));
     }
 

@@ -203,9 +203,7 @@ impl WafService {
             |id| self.is_loaded_rule(id),
             |set| {
                 let ids: Vec<u32> = set.iter().copied().collect();
-                store
-                    .write(move |c| crate::store::waf::set_disabled(c, &ids))
-                    .map_err(|e| format!("store: {e}"))
+                store.write(move |c| crate::store::waf::set_disabled(c, &ids))
             },
             &self.reload,
             answer_wait,
