@@ -9,6 +9,7 @@
 //! - Positional words are accepted only by commands with verbs.
 
 use std::ffi::OsString;
+use std::fmt;
 use std::path::PathBuf;
 
 use super::defs::{Command, Flag, Positional};
@@ -61,6 +62,46 @@ impl Args {
     }
 }
 
+/// Why a command line's flags did not parse. Display is the message without the
+/// `svc CMD: ` prefix.
+#[derive(Debug)]
+pub enum ArgsError {
+    /// lexopt's refusal (a value flag without its value, a value not valid here).
+    Lexopt(lexopt::Error),
+    /// A word given to a command without verbs.
+    UnexpectedArgument(OsString),
+    UnknownShort(char),
+    UnknownLong(String),
+    DevWithConfig,
+    /// A verb-specific flag given with another verb.
+    NotForVerb {
+        flag: &'static str,
+        verb: &'static str,
+    },
+}
+
+impl fmt::Display for ArgsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArgsError::Lexopt(e) => write!(f, "{e}"),
+            ArgsError::UnexpectedArgument(v) => write!(f, "unexpected argument {v:?}"),
+            ArgsError::UnknownShort(s) => write!(f, "unknown option -{s}"),
+            ArgsError::UnknownLong(l) => write!(f, "unknown option --{l}"),
+            ArgsError::DevWithConfig => f.write_str("--dev and --config cannot be combined"),
+            ArgsError::NotForVerb { flag, verb } => write!(f, "--{flag} does not apply to {verb}"),
+        }
+    }
+}
+
+impl std::error::Error for ArgsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ArgsError::Lexopt(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 fn find_flag(c: &Command, arg: &lexopt::Arg<'_>) -> Option<&'static Flag> {
     c.flags.iter().copied().find(|f| match arg {
         lexopt::Arg::Short(s) => f.short == Some(*s),
@@ -69,30 +110,33 @@ fn find_flag(c: &Command, arg: &lexopt::Arg<'_>) -> Option<&'static Flag> {
     })
 }
 
-/// Parses the arguments after the command name. The error is the message without the
-/// `svc CMD: ` prefix.
-pub fn parse(c: &Command, args: Vec<OsString>) -> Result<Args, String> {
+/// Parses the arguments after the command name.
+pub fn parse(c: &Command, args: Vec<OsString>) -> Result<Args, ArgsError> {
     use lexopt::Arg;
     let mut p = lexopt::Parser::from_args(args);
     let mut a = Args::default();
-    let err = |e: lexopt::Error| e.to_string();
-    while let Some(arg) = p.next().map_err(err)? {
+    while let Some(arg) = p.next().map_err(ArgsError::Lexopt)? {
         if let Arg::Value(v) = &arg {
             if c.positional == Positional::None {
-                return Err(format!("unexpected argument {v:?}"));
+                return Err(ArgsError::UnexpectedArgument(v.clone()));
             }
             a.words.push(v.to_string_lossy().into_owned());
             continue;
         }
         let Some(flag) = find_flag(c, &arg) else {
             return Err(match arg {
-                Arg::Short(s) => format!("unknown option -{s}"),
-                Arg::Long(l) => format!("unknown option --{l}"),
-                Arg::Value(_) => "unexpected argument".into(),
+                Arg::Short(s) => ArgsError::UnknownShort(s),
+                Arg::Long(l) => ArgsError::UnknownLong(l.to_string()),
+                Arg::Value(v) => ArgsError::UnexpectedArgument(v),
             });
         };
         let value = match flag.value {
-            Some(_) => Some(p.value().map_err(err)?.to_string_lossy().into_owned()),
+            Some(_) => Some(
+                p.value()
+                    .map_err(ArgsError::Lexopt)?
+                    .to_string_lossy()
+                    .into_owned(),
+            ),
             None => None,
         };
         match (flag.long, value) {
@@ -104,7 +148,7 @@ pub fn parse(c: &Command, args: Vec<OsString>) -> Result<Args, String> {
         }
     }
     if a.dev && a.config.is_some() {
-        return Err("--dev and --config cannot be combined".into());
+        return Err(ArgsError::DevWithConfig);
     }
     if let Some(verb) = c.verb(a.verb()) {
         for (long, _) in &a.given {
@@ -113,7 +157,10 @@ pub fn parse(c: &Command, args: Vec<OsString>) -> Result<Args, String> {
             };
             let owners = c.verbs_of(flag);
             if !owners.is_empty() && !owners.contains(&verb.name) {
-                return Err(format!("--{long} does not apply to {}", verb.name));
+                return Err(ArgsError::NotForVerb {
+                    flag: long,
+                    verb: verb.name,
+                });
             }
         }
     }
@@ -125,7 +172,7 @@ mod tests {
     use super::*;
     use crate::cli::defs::command;
 
-    fn p(cmd: &str, args: &[&str]) -> Result<Args, String> {
+    fn p(cmd: &str, args: &[&str]) -> Result<Args, ArgsError> {
         parse(
             command(cmd).unwrap(),
             args.iter().map(OsString::from).collect(),
@@ -159,7 +206,7 @@ mod tests {
 
     #[test]
     fn refusals_say_what_is_wrong() {
-        let e = |cmd: &str, args: &[&str]| p(cmd, args).unwrap_err();
+        let e = |cmd: &str, args: &[&str]| p(cmd, args).unwrap_err().to_string();
         assert_eq!(e("status", &["--bogus"]), "unknown option --bogus");
         assert_eq!(e("daemon", &["-x"]), "unknown option -x");
         assert!(e("validate", &["extra"]).starts_with("unexpected argument"));

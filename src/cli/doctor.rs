@@ -10,7 +10,7 @@ use super::Args;
 pub fn run(flags: &Args) -> i32 {
     let report = match super::status::state_path(flags) {
         Err(e) => {
-            json!({ "ok": false, "checks": [ { "name": "config", "status": "fail", "detail": e } ] })
+            json!({ "ok": false, "checks": [ { "name": "config", "status": "fail", "detail": e.to_string() } ] })
         }
         Ok(state) => match super::control::request(
             &state.join("svc.sock"),

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::args::Args;
-use super::family::{none, one, unknown, Family, Request};
+use super::family::{none, one, unknown, Family, Request, UsageError};
 
 /// `svc firewall`: verbs and flags in [`super::defs`].
 pub static FAMILY: Family = Family {
@@ -20,10 +20,10 @@ pub static FAMILY: Family = Family {
 };
 
 /// The control request of a parsed command line.
-fn request(a: &Args) -> Result<Request, String> {
+fn request(a: &Args) -> Result<Request, UsageError> {
     let mut body = json!({});
     if let Some(d) = a.value("for") {
-        crate::firewall::duration::parse(d).map_err(|e| e.to_string())?;
+        crate::firewall::duration::parse(d).map_err(UsageError::Duration)?;
         body["for"] = d.into();
     }
     if let Some(r) = a.value("reason") {
@@ -85,7 +85,12 @@ fn request(a: &Args) -> Result<Request, String> {
             [w] if w == "status" => ("firewall.rollback", short),
             [w] if w == "confirm" => ("firewall.confirm", long),
             [w] if w == "revert" => ("firewall.revert", long),
-            _ => return Err("rollback takes status, confirm or revert".into()),
+            _ => {
+                return Err(UsageError::Takes {
+                    verb: "rollback",
+                    form: "status, confirm or revert",
+                })
+            }
         },
         _ => return Err(unknown(a)),
     };
@@ -244,7 +249,7 @@ fn rollback_line(r: &Value) -> String {
 mod tests {
     use super::*;
 
-    fn p(args: &[&str]) -> Result<(&'static str, Value, Duration), String> {
+    fn p(args: &[&str]) -> Result<(&'static str, Value, Duration), UsageError> {
         let a = crate::cli::args::parse(
             &crate::cli::defs::FIREWALL,
             args.iter().map(std::ffi::OsString::from).collect(),
@@ -270,18 +275,30 @@ mod tests {
 
     #[test]
     fn usage_errors_say_what_is_wrong() {
-        assert!(p(&["block"]).unwrap_err().contains("needs an IP address"));
-        assert!(p(&["block", "a", "b"]).unwrap_err().contains("takes one"));
+        assert!(p(&["block"])
+            .unwrap_err()
+            .to_string()
+            .contains("needs an IP address"));
+        assert!(p(&["block", "a", "b"])
+            .unwrap_err()
+            .to_string()
+            .contains("takes one"));
         assert!(p(&["flush", "x"])
             .unwrap_err()
+            .to_string()
             .contains("takes no argument"));
         assert!(p(&["unblock", "1.2.3.4", "--for", "4s"])
             .unwrap_err()
+            .to_string()
             .contains("--for does not apply"));
         assert!(p(&["block", "1.2.3.4", "--for", "4"])
             .unwrap_err()
+            .to_string()
             .contains("unit"));
-        assert!(p(&["nope"]).unwrap_err().contains("unknown command"));
+        assert!(p(&["nope"])
+            .unwrap_err()
+            .to_string()
+            .contains("unknown command"));
         assert!(p(&["--bogus"]).is_err());
     }
 

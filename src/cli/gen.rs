@@ -73,7 +73,7 @@ pub fn run(a: &Args) -> i32 {
         },
         ("completions", _) => usage_error(&GEN, "completions takes one shell: bash, zsh or fish"),
         ("", _) => usage_error(&GEN, "missing command"),
-        _ => usage_error(&GEN, &super::family::unknown(a)),
+        _ => usage_error(&GEN, super::family::unknown(a)),
     }
 }
 

@@ -7,7 +7,7 @@
 use serde_json::{json, Value};
 
 use super::args::Args;
-use super::family::{unknown, Family, Request};
+use super::family::{unknown, Family, Request, UsageError};
 use crate::text::escape_controls;
 
 /// `svc mail`: verbs and flags in [`super::defs`].
@@ -17,7 +17,7 @@ pub static FAMILY: Family = Family {
     human,
 };
 
-fn request(a: &Args) -> Result<Request, String> {
+fn request(a: &Args) -> Result<Request, UsageError> {
     let (sub, rest) = (a.verb(), a.rest());
     let cmd = match sub {
         "status" => "mail.status",
@@ -29,9 +29,14 @@ fn request(a: &Args) -> Result<Request, String> {
     };
     match (cmd, rest) {
         ("mail.release" | "mail.delete", [id]) => Ok(Request::new(cmd, json!({ "id": id }))),
-        ("mail.release" | "mail.delete", _) => Err(format!("{sub} takes one quarantine ID")),
+        ("mail.release" | "mail.delete", _) => Err(UsageError::TakesOne {
+            verb: sub.to_string(),
+            what: "quarantine ID",
+        }),
         (_, []) => Ok(Request::new(cmd, json!({}))),
-        _ => Err(format!("{sub} takes no argument")),
+        _ => Err(UsageError::TakesNone {
+            verb: sub.to_string(),
+        }),
     }
 }
 
@@ -106,7 +111,7 @@ fn human(cmd: &str, v: &Value) -> String {
 mod tests {
     use super::*;
 
-    fn req(words: &[&str]) -> Result<(&'static str, Value), String> {
+    fn req(words: &[&str]) -> Result<(&'static str, Value), UsageError> {
         let a = crate::cli::args::parse(
             &crate::cli::defs::MAIL,
             words.iter().map(std::ffi::OsString::from).collect(),

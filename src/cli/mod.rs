@@ -51,7 +51,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
     };
     let a = match args::parse(cmd, args.collect()) {
         Ok(a) => a,
-        Err(e) => return family::usage_error(cmd, &e),
+        Err(e) => return family::usage_error(cmd, e),
     };
     if a.help {
         out(&help::command_help(cmd));

@@ -1,24 +1,39 @@
 //! `svc status`: asks the running daemon over its control socket.
 
+use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use super::Args;
+use crate::config::ConfigError;
+
+/// Why the state directory is not known: the configuration that names it is invalid.
+#[derive(Debug)]
+pub struct InvalidConfig(pub Vec<ConfigError>);
+
+impl fmt::Display for InvalidConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("invalid configuration:")?;
+        for e in &self.0 {
+            write!(f, "\n{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for InvalidConfig {}
 
 /// The state directory a CLI command talks to.
-pub fn state_path(flags: &Args) -> Result<PathBuf, String> {
+pub fn state_path(flags: &Args) -> Result<PathBuf, InvalidConfig> {
     if flags.dev {
         return Ok(crate::daemon::dev::state_dir());
     }
     let path = super::config_path(flags);
     crate::config::load(&path)
         .map(|c| c.state_path)
-        .map_err(|errs| {
-            let lines: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
-            format!("invalid configuration:\n{}", lines.join("\n"))
-        })
+        .map_err(InvalidConfig)
 }
 
 /// Sends one command to the daemon through the shared client ([`super::control`]); prints a

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::args::Args;
-use super::family::{none, one, unknown, Family, Request};
+use super::family::{none, one, unknown, Family, Request, UsageError};
 
 /// `svc threat`: verbs and flags in [`super::defs`].
 pub static FAMILY: Family = Family {
@@ -19,32 +19,33 @@ pub static FAMILY: Family = Family {
     human,
 };
 
-fn number(name: &str, v: &str, lo: u64, hi: u64) -> Result<u64, String> {
+fn number(flag: &'static str, v: &str, lo: u64, hi: u64) -> Result<u64, UsageError> {
     match v.parse::<u64>() {
         Ok(n) if (lo..=hi).contains(&n) => Ok(n),
-        _ => Err(format!("{name} must be a number from {lo} to {hi}")),
+        _ => Err(UsageError::OutOfRange { flag, lo, hi }),
     }
 }
 
 /// The control request of a parsed command line.
-fn request(a: &Args) -> Result<Request, String> {
+fn request(a: &Args) -> Result<Request, UsageError> {
     let sub = a.verb();
     let rest = a.rest();
-    let addresses = |body: &mut Value| -> Result<(), String> {
-        match rest {
-            [] => Err(format!("{sub} needs at least one IP address")),
-            [x] => {
-                body["ip"] = x.to_string().into();
-                Ok(())
-            }
-            many => {
-                body["ips"] = many
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect::<Vec<_>>()
-                    .into();
-                Ok(())
-            }
+    let addresses = |body: &mut Value| match rest {
+        [] => Err(UsageError::Needs {
+            verb: sub.to_string(),
+            what: "at least one IP address",
+        }),
+        [x] => {
+            body["ip"] = x.to_string().into();
+            Ok(())
+        }
+        many => {
+            body["ips"] = many
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .into();
+            Ok(())
         }
     };
     let mut body = json!({});
@@ -107,7 +108,12 @@ fn request(a: &Args) -> Result<Request, String> {
                 body["undo_token"] = t.clone().into();
                 "threat.undo_run"
             }
-            _ => return Err("undo takes at most one token".into()),
+            _ => {
+                return Err(UsageError::Takes {
+                    verb: "undo",
+                    form: "at most one token",
+                })
+            }
         },
         _ => return Err(unknown(a)),
     };
@@ -287,7 +293,7 @@ fn human(cmd: &str, v: &Value) -> String {
 mod tests {
     use super::*;
 
-    fn p(args: &[&str]) -> Result<(&'static str, Value), String> {
+    fn p(args: &[&str]) -> Result<(&'static str, Value), UsageError> {
         let a = crate::cli::args::parse(
             &crate::cli::defs::THREAT,
             args.iter().map(std::ffi::OsString::from).collect(),
@@ -323,19 +329,31 @@ mod tests {
 
     #[test]
     fn usage_errors_say_what_is_wrong() {
-        assert!(p(&["lookup"]).unwrap_err().contains("needs an IP"));
-        assert!(p(&["block"]).unwrap_err().contains("at least one"));
+        assert!(p(&["lookup"])
+            .unwrap_err()
+            .to_string()
+            .contains("needs an IP"));
+        assert!(p(&["block"])
+            .unwrap_err()
+            .to_string()
+            .contains("at least one"));
         assert!(p(&["clear", "1.2.3.4", "--permanent"])
             .unwrap_err()
+            .to_string()
             .contains("--permanent does not apply"));
         assert!(p(&["whitelist", "1.2.3.4", "--hours", "200"])
             .unwrap_err()
+            .to_string()
             .contains("1 to 168"));
         assert!(p(&["whitelist", "1.2.3.4", "5.6.7.8", "--hours", "2"]).is_err());
         assert!(p(&["stats", "x"])
             .unwrap_err()
+            .to_string()
             .contains("takes no argument"));
-        assert!(p(&["nope"]).unwrap_err().contains("unknown command"));
+        assert!(p(&["nope"])
+            .unwrap_err()
+            .to_string()
+            .contains("unknown command"));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::args::Args;
-use super::family::{Family, Request};
+use super::family::{Family, Request, UsageError};
 use crate::waf::registry::SHIPPED_RULES;
 
 /// `svc waf` verbs that ask the daemon (`install-rules` runs here: [`run`]).
@@ -25,25 +25,30 @@ pub const DEFAULT_RULES: &str = "/etc/svc/waf/svc-rules.conf";
 pub const DEFAULT_OVERRIDES: &str = "/etc/svc/waf/svc-overrides.conf";
 
 /// `--server` of install-rules: one of the servers it knows.
-fn server(a: &Args) -> Result<Option<&'static str>, String> {
+fn server(a: &Args) -> Result<Option<&'static str>, UsageError> {
     match a.value("server") {
         None => Ok(None),
         Some("apache") => Ok(Some("apache")),
         Some("nginx") => Ok(Some("nginx")),
         Some("litespeed") => Ok(Some("litespeed")),
-        Some(s) => Err(format!(
-            "--server: expected apache, nginx or litespeed, got {s:?}"
-        )),
+        Some(s) => Err(UsageError::Choice {
+            what: "--server",
+            expected: "apache, nginx or litespeed",
+            got: s.to_string(),
+        }),
     }
 }
 
 /// The control command for a parsed command line.
-fn request(a: &Args) -> Result<Request, String> {
+fn request(a: &Args) -> Result<Request, UsageError> {
     let (sub, words) = (a.verb(), a.rest());
     let rest: Vec<&str> = words.iter().map(String::as_str).collect();
-    let rule = |s: &str| -> Result<u32, String> {
-        s.parse::<u32>()
-            .map_err(|_| format!("{sub}: {s:?} is not a rule id"))
+    let rule = |s: &str| {
+        s.parse::<u32>().map_err(|_| UsageError::NotA {
+            verb: sub.to_string(),
+            text: s.to_string(),
+            what: "rule id",
+        })
     };
     let (command, body) = match (sub, rest.as_slice()) {
         ("stats", []) => ("waf.stats", json!({})),
@@ -53,19 +58,34 @@ fn request(a: &Args) -> Result<Request, String> {
             let on = match *onoff {
                 "on" => true,
                 "off" => false,
-                x => return Err(format!("escalation: expected on or off, got {x:?}")),
+                x => {
+                    return Err(UsageError::Choice {
+                        what: "escalation",
+                        expected: "on or off",
+                        got: x.to_string(),
+                    })
+                }
             };
             (
                 "waf.escalation",
                 json!({"rule_id": rule(id)?, "escalation": on}),
             )
         }
-        ("escalation", _) => return Err("escalation takes RULE on|off, or nothing".into()),
+        ("escalation", _) => {
+            return Err(UsageError::Takes {
+                verb: "escalation",
+                form: "RULE on|off, or nothing",
+            })
+        }
         ("apply", ids) => {
             let ids = ids.iter().map(|s| rule(s)).collect::<Result<Vec<_>, _>>()?;
             ("waf.apply", json!({ "disabled": ids }))
         }
-        ("stats" | "rules", _) => return Err(format!("{sub} takes no argument")),
+        ("stats" | "rules", _) => {
+            return Err(UsageError::TakesNone {
+                verb: sub.to_string(),
+            })
+        }
         _ => return Err(super::family::unknown(a)),
     };
     Ok(Request::new(command, body))
@@ -127,7 +147,7 @@ fn install_rules(a: &Args) -> i32 {
         .unwrap_or_else(|| PathBuf::from(DEFAULT_OVERRIDES));
     let named = match server(a) {
         Ok(s) => s,
-        Err(e) => return super::family::usage_error(&super::defs::WAF, &e),
+        Err(e) => return super::family::usage_error(&super::defs::WAF, e),
     };
     let write = a.switch("write");
     let Some(server) = named.or_else(detect_server) else {
@@ -277,7 +297,7 @@ pub fn run(a: &Args) -> i32 {
 mod tests {
     use super::*;
 
-    fn args(s: &str) -> Result<Args, String> {
+    fn args(s: &str) -> Result<Args, UsageError> {
         let a = crate::cli::args::parse(
             &crate::cli::defs::WAF,
             s.split_whitespace().map(std::ffi::OsString::from).collect(),
@@ -286,7 +306,7 @@ mod tests {
         Ok(a)
     }
 
-    fn req(a: &Args) -> Result<(&'static str, Value), String> {
+    fn req(a: &Args) -> Result<(&'static str, Value), UsageError> {
         request(a).map(|r| (r.command, r.body))
     }
 
