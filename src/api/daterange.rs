@@ -462,9 +462,20 @@ fn lex(b: &[u8]) -> Option<Fields> {
 #[derive(Debug, PartialEq, Eq)]
 enum FieldError {
     Month(u32),
-    Day { year: u32, month: u32, day: u32 },
-    Time { hour: u32, minute: u32, second: u32 },
-    Offset { hours: u32, minutes: u32 },
+    Day {
+        year: u32,
+        month: u32,
+        day: u32,
+    },
+    Time {
+        hour: u32,
+        minute: u32,
+        second: u32,
+    },
+    Offset {
+        hours: u32,
+        minutes: u32,
+    },
     /// jiff refused the civil time (not expected after the range checks).
     InvalidTime,
     /// jiff refused the offset (not expected after the range checks).

@@ -40,6 +40,39 @@ pub enum JobsError {
     Spawn(std::io::Error),
 }
 
+/// Why a scan job was not run (the `error` of `svc check`, or logged for a scheduled one).
+#[derive(Debug)]
+pub enum RequestError {
+    /// The job could not be recorded.
+    Record(StoreError),
+    /// The queue holds its maximum of waiting jobs.
+    QueueFull,
+    /// The job (this id) did not finish within the caller's wait.
+    Timeout(i64),
+}
+
+impl std::fmt::Display for RequestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RequestError::Record(e) => write!(f, "cannot record the scan job: {e}"),
+            RequestError::QueueFull => write!(
+                f,
+                "scan queue is full ({JOB_CAPACITY} jobs waiting); try again later"
+            ),
+            RequestError::Timeout(id) => write!(f, "scan job {id} did not finish in time"),
+        }
+    }
+}
+
+impl std::error::Error for RequestError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RequestError::Record(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 impl From<RowError> for JobsError {
     fn from(e: RowError) -> Self {
         JobsError::Queue(e)
@@ -296,7 +329,7 @@ impl ScanJobs {
         &self,
         kind: JobKind,
         wait: Option<Duration>,
-    ) -> Result<Option<JobResult>, String> {
+    ) -> Result<Option<JobResult>, RequestError> {
         let admission = self.admission_row.health();
         let admitted = admission.start_running();
         let now = self.clock.now();
@@ -305,7 +338,7 @@ impl ScanJobs {
             .write(move |c| crate::store::scan_jobs::insert_queued(c, kind.as_str(), micros(now)))
             .map_err(|e: StoreError| {
                 admission.record_loss();
-                format!("cannot record the scan job: {e}")
+                RequestError::Record(e)
             })?;
         let (tx, rx) = bounded(1);
         let job = Job {
@@ -320,14 +353,14 @@ impl ScanJobs {
             let _ = self
                 .store
                 .write_detached(move |c| crate::store::scan_jobs::refuse_full(c, id));
-            return Err("scan queue is full (8 jobs waiting); try again later".to_string());
+            return Err(RequestError::QueueFull);
         }
         match wait {
             None => Ok(None),
             Some(t) => rx
                 .recv_timeout(t)
                 .map(Some)
-                .map_err(|_| format!("scan job {id} did not finish in time")),
+                .map_err(|_| RequestError::Timeout(id)),
         }
     }
 

@@ -3,6 +3,7 @@
 //! the (address, check) allows of solved routes; escalation as a hard block), and the TLS
 //! listener on `challenge.listen`.
 
+use std::io;
 use std::sync::Arc;
 
 use crate::challenge::listener::ChallengeHandler;
@@ -42,18 +43,65 @@ pub fn settings(cfg: &Config) -> Settings {
     }
 }
 
+/// Why the challenge server did not start (after `challenge: ` in the start-up error).
+#[derive(Debug)]
+pub enum ChallengeStartError {
+    Secret(io::Error),
+    Tls(io::Error),
+    Listen {
+        addr: std::net::SocketAddr,
+        source: io::Error,
+    },
+    /// The bound socket's address or stopper could not be had.
+    Socket(io::Error),
+    Timer(io::Error),
+    Spawn(io::Error),
+}
+
+impl std::fmt::Display for ChallengeStartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChallengeStartError::Secret(e) => {
+                write!(f, "challenge: cannot read or create the cookie secret: {e}")
+            }
+            ChallengeStartError::Tls(e) => write!(f, "challenge TLS: {e}"),
+            ChallengeStartError::Listen { addr, source } => {
+                write!(f, "challenge: cannot listen on {addr}: {source}")
+            }
+            ChallengeStartError::Socket(e) => write!(f, "{e}"),
+            ChallengeStartError::Timer(e) => write!(f, "challenge: cannot start the timer: {e}"),
+            ChallengeStartError::Spawn(e) => {
+                write!(f, "challenge: cannot start the listener: {e}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ChallengeStartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ChallengeStartError::Secret(e)
+            | ChallengeStartError::Tls(e)
+            | ChallengeStartError::Listen { source: e, .. }
+            | ChallengeStartError::Socket(e)
+            | ChallengeStartError::Timer(e)
+            | ChallengeStartError::Spawn(e) => Some(e),
+        }
+    }
+}
+
 pub fn start(
     cfg: &Config,
     clock: SharedClock,
     store: &Store,
     threat: &Arc<Threat>,
-) -> Result<Option<Running>, String> {
+) -> Result<Option<Running>, ChallengeStartError> {
     let c = &cfg.challenge;
     if !c.enabled {
         return Ok(None);
     }
-    let secret = crate::challenge::load_secret(&cfg.state_path)
-        .map_err(|e| format!("challenge: cannot read or create the cookie secret: {e}"))?;
+    let secret =
+        crate::challenge::load_secret(&cfg.state_path).map_err(ChallengeStartError::Secret)?;
     let challenge = Challenge::new(clock.clone(), store.clone(), secret, settings(cfg));
     match &threat.autoblock {
         Some(ab) => {
@@ -74,25 +122,26 @@ pub fn start(
     } else {
         Ok((c.tls_cert.clone().into(), c.tls_key.clone().into()))
     }
-    .map_err(|e| format!("challenge TLS: {e}"))?;
-    let tls = http::tls::server_config(&cert, &key).map_err(|e| format!("challenge TLS: {e}"))?;
+    .map_err(ChallengeStartError::Tls)?;
+    let tls = http::tls::server_config(&cert, &key).map_err(ChallengeStartError::Tls)?;
     let mut limits = cfg.webui.limits.clone();
     limits.workers = WORKERS;
     let server = Server::bind(c.listen, tls, limits)
-        .map_err(|e| format!("challenge: cannot listen on {}: {e}", c.listen))?
+        .map_err(|source| ChallengeStartError::Listen {
+            addr: c.listen,
+            source,
+        })?
         .with_clock(clock);
-    let addr = server.local_addr().map_err(|e| e.to_string())?;
-    let stopper = server.stopper().map_err(|e| e.to_string())?;
-    challenge
-        .start()
-        .map_err(|e| format!("challenge: cannot start the timer: {e}"))?;
+    let addr = server.local_addr().map_err(ChallengeStartError::Socket)?;
+    let stopper = server.stopper().map_err(ChallengeStartError::Socket)?;
+    challenge.start().map_err(ChallengeStartError::Timer)?;
     let handler: Arc<dyn http::Handler> = Arc::new(ChallengeHandler {
         challenge: challenge.clone(),
     });
     let thread = std::thread::Builder::new()
         .name("challenge-http".into())
         .spawn(move || server.run(handler))
-        .map_err(|e| format!("challenge: cannot start the listener: {e}"))?;
+        .map_err(ChallengeStartError::Spawn)?;
     log::info!("challenge listening on https://{addr}");
     Ok(Some(Running {
         challenge,

@@ -31,10 +31,10 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use super::collectors::{thresholds_of, LiveCollectors};
+use crate::alerts::AlertsError;
 use crate::api::audit::Entry;
 use crate::api::App;
 use crate::config::{self, Config, Live};
-use crate::alerts::AlertsError;
 use crate::mail::MailError;
 use crate::store::StoreError;
 use crate::threat::sources::SourceError;
@@ -278,7 +278,11 @@ pub static SECTIONS: &[Section] = &[
     Section {
         name: "logs.access",
         changed: |a, b| a.engine.access_logs != b.engine.access_logs,
-        apply: |h, c, _| h.collectors.restart_access(c).map_err(ApplyError::Collector),
+        apply: |h, c, _| {
+            h.collectors
+                .restart_access(c)
+                .map_err(ApplyError::Collector)
+        },
     },
     Section {
         name: "mail",

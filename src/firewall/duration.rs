@@ -159,12 +159,18 @@ mod tests {
         assert!(parse("h").unwrap_err().to_string().contains("must follow"));
         assert!(parse("5w").unwrap_err().to_string().contains("unit"));
         assert!(parse("0s").unwrap_err().to_string().contains("at least"));
-        assert!(parse("3651d").unwrap_err().to_string().contains("ten years"));
+        assert!(parse("3651d")
+            .unwrap_err()
+            .to_string()
+            .contains("ten years"));
         assert!(parse("99999999999999999999s").is_err());
         assert!(parse("-5s").is_err());
         // Issue 23 item 12: `1h1h` was two hours.
         for bad in ["1h1h", "30m1h", "1s1d", "1m2m", "1h30m1h"] {
-            assert!(parse(bad).unwrap_err().to_string().contains("at most once"), "{bad}");
+            assert!(
+                parse(bad).unwrap_err().to_string().contains("at most once"),
+                "{bad}"
+            );
         }
         assert_eq!(parse("1d2h3m4s").unwrap().as_secs(), 93_784);
         assert_eq!(parse("1H30m").unwrap().as_secs(), 5400);

@@ -428,11 +428,7 @@ fn from_row(r: IncidentRow) -> Result<(IncKey, Incident), RowError> {
     };
     let kind = kind_of(&r.kind).ok_or_else(|| fail(RowProblem::UnknownKind))?;
     let key = match kind {
-        KeyKind::Ip => IncKey::Ip(
-            r.key
-                .parse()
-                .map_err(|_| fail(RowProblem::NotAnAddress))?,
-        ),
+        KeyKind::Ip => IncKey::Ip(r.key.parse().map_err(|_| fail(RowProblem::NotAnAddress))?),
         KeyKind::Account => IncKey::Account(r.key.as_str().into()),
         KeyKind::Host => IncKey::Host(r.key.as_str().into()),
     };
@@ -494,10 +490,7 @@ impl Incidents {
                         Err(e) => Err((e.to_string(), stored)),
                     }
                 }
-                Err(b) => Err((
-                    format!("{} {:?}: {}", b.kind, b.key, b.error),
-                    (b.kind, b.key),
-                )),
+                Err(b) => Err((b.to_string(), (b.kind, b.key))),
             };
             match parsed {
                 Ok(i) => list.push(i),

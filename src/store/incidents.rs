@@ -82,12 +82,58 @@ pub fn apply(c: &Connection, ops: &[SnapshotOp], next_id: u64) -> rusqlite::Resu
     Ok(())
 }
 
-/// A stored row that cannot be read back.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a stored row cannot be read back.
+#[derive(Debug)]
+pub enum RowFault {
+    NegativeId,
+    BadSeverity,
+    NegativeCount,
+    /// A column of the wrong type.
+    Column(rusqlite::Error),
+    /// `checks` or `accounts` is not a JSON list of names.
+    Names(serde_json::Error),
+}
+
+impl std::fmt::Display for RowFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RowFault::NegativeId => f.write_str("negative id"),
+            RowFault::BadSeverity => f.write_str("bad severity"),
+            RowFault::NegativeCount => f.write_str("negative count"),
+            RowFault::Column(e) => write!(f, "{e}"),
+            RowFault::Names(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for RowFault {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RowFault::Column(e) => Some(e),
+            RowFault::Names(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// A stored row that cannot be read back. Display: `ip "x": negative id`.
+#[derive(Debug)]
 pub struct BadRow {
     pub kind: String,
     pub key: String,
-    pub error: String,
+    pub error: RowFault,
+}
+
+impl std::fmt::Display for BadRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {:?}: {}", self.kind, self.key, self.error)
+    }
+}
+
+impl std::error::Error for BadRow {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
 }
 
 /// Every stored incident (a row that cannot be read back is reported as [`BadRow`], not
@@ -106,17 +152,17 @@ pub fn load(c: &Connection) -> rusqlite::Result<(Vec<Result<IncidentRow, BadRow>
             let checks: String = r.get(7)?;
             let accounts: String = r.get(8)?;
             let parsed = (|| {
-                Ok::<_, String>(IncidentRow {
+                Ok::<_, RowFault>(IncidentRow {
                     kind: kind.clone(),
                     key: key.clone(),
-                    id: u64::try_from(id).map_err(|_| "negative id")?,
-                    severity: u8::try_from(severity).map_err(|_| "bad severity")?,
-                    first_seen: r.get(4).map_err(|e| e.to_string())?,
-                    last_seen: r.get(5).map_err(|e| e.to_string())?,
-                    count: u64::try_from(count).map_err(|_| "negative count")?,
-                    checks: serde_json::from_str(&checks).map_err(|e| e.to_string())?,
-                    accounts: serde_json::from_str(&accounts).map_err(|e| e.to_string())?,
-                    contained: r.get(9).map_err(|e| e.to_string())?,
+                    id: u64::try_from(id).map_err(|_| RowFault::NegativeId)?,
+                    severity: u8::try_from(severity).map_err(|_| RowFault::BadSeverity)?,
+                    first_seen: r.get(4).map_err(RowFault::Column)?,
+                    last_seen: r.get(5).map_err(RowFault::Column)?,
+                    count: u64::try_from(count).map_err(|_| RowFault::NegativeCount)?,
+                    checks: serde_json::from_str(&checks).map_err(RowFault::Names)?,
+                    accounts: serde_json::from_str(&accounts).map_err(RowFault::Names)?,
+                    contained: r.get(9).map_err(RowFault::Column)?,
                 })
             })();
             Ok(parsed.map_err(|error| BadRow { kind, key, error }))

@@ -125,11 +125,12 @@ pub fn apply(
     let Some(path) = &cfg.overrides_file else {
         return Err(ApplyError::NotConfigured(vec!["waf.overrides_file"]));
     };
-    crate::fsutil::write_atomic(path, overrides_text(disabled).as_bytes(), 0o644, None)
-        .map_err(|cause| ApplyError::Write {
+    crate::fsutil::write_atomic(path, overrides_text(disabled).as_bytes(), 0o644, None).map_err(
+        |cause| ApplyError::Write {
             path: path.clone(),
             cause,
-        })?;
+        },
+    )?;
     store_set(disabled).map_err(ApplyError::Store)?;
     run_reload(
         &cfg.reload_command,

@@ -79,6 +79,38 @@ pub struct WafService {
     clock: SharedClock,
 }
 
+/// Why the WAF service did not start.
+#[derive(Debug)]
+pub enum WafStartError {
+    /// The escalation exclusions could not be read.
+    Exclusions(StoreError),
+    Collector(super::collector::StartError),
+    /// The rule-activation thread could not be started.
+    Activation(std::io::Error),
+}
+
+impl std::fmt::Display for WafStartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WafStartError::Exclusions(e) => {
+                write!(f, "loading WAF escalation exclusions: {e}")
+            }
+            WafStartError::Collector(e) => write!(f, "{e}"),
+            WafStartError::Activation(e) => write!(f, "waf-rules thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for WafStartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            WafStartError::Exclusions(e) => Some(e),
+            WafStartError::Collector(e) => Some(e),
+            WafStartError::Activation(e) => Some(e),
+        }
+    }
+}
+
 impl WafService {
     /// Loads the exclusions and, when `waf.enabled`, starts the log collector on `paths`.
     #[allow(clippy::too_many_arguments)]
@@ -93,10 +125,10 @@ impl WafService {
         rows: &Arc<Rows>,
         components: &Components,
         store: &Store,
-    ) -> Result<Arc<WafService>, String> {
+    ) -> Result<Arc<WafService>, WafStartError> {
         let off = store
             .read(crate::store::waf::escalation_off)
-            .map_err(|e| format!("loading WAF escalation exclusions: {e}"))?;
+            .map_err(WafStartError::Exclusions)?;
         super::detect::set_stale_days(cfg.rules_stale_days);
         let registry = Arc::new(LiveRegistry(RwLock::new(Arc::new(build_registry(cfg)))));
         let svc = WafService {
@@ -126,7 +158,7 @@ impl WafService {
                 retention: svc.retention.clone(),
             };
             let c = WafCollector::start(&svc.paths, shared, clock, engine, rows, components, store)
-                .map_err(|e| e.to_string())?;
+                .map_err(WafStartError::Collector)?;
             *svc.collector.lock() = Some(c);
             log::info!("WAF log collector following {} file(s)", svc.paths.len());
         }
@@ -144,8 +176,8 @@ impl WafService {
                 svc.clock.clone(),
                 super::detect::panel(std::path::Path::new("/")),
             );
-            let t = super::activation::ActivationThread::start(a)
-                .map_err(|e| format!("waf-rules thread: {e}"))?;
+            let t =
+                super::activation::ActivationThread::start(a).map_err(WafStartError::Activation)?;
             *svc.activation.lock() = Some(t);
         }
         Ok(svc)

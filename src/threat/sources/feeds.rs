@@ -26,7 +26,7 @@ use parking_lot::{Mutex, RwLock};
 use super::Env;
 use crate::config::threat::{FeedConfig, ReputationConfig};
 use crate::firewall::net::Net;
-use crate::net::https::{Client, Roots};
+use crate::net::https::{Client, FetchError, Roots};
 use crate::store::kv;
 use crate::store::threat::{load_feed, replace_feed};
 use crate::threat::verdict::{Answer, Query, Source, Status};
@@ -211,6 +211,40 @@ fn since_key(name: &str) -> String {
     format!("threat.feed.{name}.since")
 }
 
+/// Why a feed's refresh failed (logged; the feed is tried again later).
+#[derive(Debug)]
+enum DownloadError {
+    Fetch(FetchError),
+    /// An HTTP status other than 200.
+    Status(u16),
+    /// Not one usable line.
+    Empty {
+        skipped: usize,
+    },
+}
+
+impl std::fmt::Display for DownloadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DownloadError::Fetch(e) => write!(f, "{e}"),
+            DownloadError::Status(s) => write!(f, "answered {s}"),
+            DownloadError::Empty { skipped } => write!(
+                f,
+                "no address or range in the list ({skipped} lines skipped)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DownloadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DownloadError::Fetch(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 impl Feeds {
     pub fn new(env: &Env, set: Arc<FeedSet>) -> Feeds {
         Feeds {
@@ -286,18 +320,16 @@ impl Feeds {
         cfg: &FeedConfig,
         roots: &Roots,
         timeout: Duration,
-    ) -> Result<Vec<Net>, String> {
+    ) -> Result<Vec<Net>, DownloadError> {
         let c = Client::new(&cfg.url, roots, timeout, MAX_BODY, 0);
-        let f = c.get(&cfg.url, &[]).map_err(|e| e.to_string())?;
+        let f = c.get(&cfg.url, &[]).map_err(DownloadError::Fetch)?;
         if f.status != 200 {
-            return Err(format!("answered {}", f.status));
+            return Err(DownloadError::Status(f.status));
         }
         let text = String::from_utf8_lossy(&f.body);
         let (nets, skipped) = parse_list(&text, MAX_ENTRIES);
         if nets.is_empty() {
-            return Err(format!(
-                "no address or range in the list ({skipped} lines skipped)"
-            ));
+            return Err(DownloadError::Empty { skipped });
         }
         if skipped > 0 {
             log::info!(
@@ -356,7 +388,7 @@ impl Feeds {
                     log::warn!(
                         "threat feed {}: refresh failed: {}",
                         cfg.name,
-                        crate::text::for_log(&e, 200)
+                        crate::text::for_log(&e.to_string(), 200)
                     );
                     now + RETRY_US
                 }
