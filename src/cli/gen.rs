@@ -8,7 +8,7 @@ use std::path::Path;
 
 use super::args::Args;
 use super::defs::{Command, Flag, COMMANDS, GEN};
-use super::family::usage_error;
+use super::family::{usage_error, UsageError};
 
 /// Runs `svc gen` (flags parsed, `--help` handled).
 pub fn run(a: &Args) -> i32 {
@@ -68,7 +68,11 @@ pub fn run(a: &Args) -> i32 {
             }
             None => usage_error(
                 &GEN,
-                &format!("completions: expected bash, zsh or fish, got {shell:?}"),
+                UsageError::Choice {
+                    what: "completions",
+                    expected: "bash, zsh or fish",
+                    got: shell.to_string(),
+                },
             ),
         },
         ("completions", _) => usage_error(&GEN, "completions takes one shell: bash, zsh or fish"),

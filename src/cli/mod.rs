@@ -89,7 +89,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
             println!("svc {}", env!("CARGO_PKG_VERSION"));
             0
         }
-        other => family::usage_error(cmd, &format!("{other} has no runner")),
+        other => family::usage_error(cmd, format!("{other} has no runner")),
     }
 }
 

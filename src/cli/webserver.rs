@@ -22,7 +22,7 @@
 use serde_json::json;
 
 use super::args::Args;
-use super::family::usage_error;
+use super::family::{usage_error, UsageError};
 use crate::challenge::webserver::{self, Server};
 use crate::config::challenge::ChallengeConfig;
 
@@ -43,7 +43,7 @@ pub fn run(a: &Args) -> i32 {
     match a.words.as_slice() {
         [w] if COMMAND.verb(w).is_some() => {}
         [] => return usage_error(&COMMAND, "missing command (install, status or remove)"),
-        [w] => return usage_error(&COMMAND, &format!("unknown command {w:?}")),
+        [w] => return usage_error(&COMMAND, format!("unknown command {w:?}")),
         _ => return usage_error(&COMMAND, "one command at a time"),
     }
     let server = match a.value("server").map(|v| (v, Server::parse(v))) {
@@ -52,7 +52,11 @@ pub fn run(a: &Args) -> i32 {
         Some((v, None)) => {
             return usage_error(
                 &COMMAND,
-                &format!("--server: expected apache or nginx, got {v:?}"),
+                UsageError::Choice {
+                    what: "--server",
+                    expected: "apache or nginx",
+                    got: v.to_string(),
+                },
             )
         }
     };
