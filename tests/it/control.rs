@@ -51,7 +51,15 @@ fn each_family_answers_and_cli_writes_are_audited_with_their_outcome() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("no record"), "{err}");
 
-    let items = audited(&d);
+    // The audit log is written by its own thread: wait for the three records.
+    let writes = ["firewall.block", "email.quarantine.release", "threat.clear"];
+    let items = wait_until(30, "the three CLI writes in the audit log", || {
+        let items = audited(&d);
+        writes
+            .iter()
+            .all(|w| items.iter().any(|i| i["action"] == *w))
+            .then_some(items)
+    });
     let find = |action: &str| {
         items
             .iter()
