@@ -177,6 +177,52 @@ mod tests {
     }
 
     #[test]
+    fn each_refusal_is_its_own_variant_with_the_old_text() {
+        let cases = [
+            ("", DurationError::Empty, "empty duration"),
+            (
+                "1h1h",
+                DurationError::UnitOrder("1h1h".into()),
+                "invalid duration \"1h1h\": each unit at most once, largest first (1d2h, 1h30m)",
+            ),
+            (
+                "5w",
+                DurationError::UnknownUnit("5w".into()),
+                "invalid duration \"5w\": use a number and a unit s, m, h or d (4s, 90s, 15m, 24h, 7d)",
+            ),
+            (
+                "h",
+                DurationError::UnitWithoutNumber("h".into()),
+                "invalid duration \"h\": a unit must follow a number (4s, 15m, 24h, 7d)",
+            ),
+            (
+                " 10 ",
+                DurationError::NoUnit("10".into()),
+                "invalid duration \"10\": the last number has no unit (s, m, h or d)",
+            ),
+            (
+                "0s",
+                DurationError::Zero("0s".into()),
+                "duration \"0s\" must be at least one second",
+            ),
+            (
+                "3651d",
+                DurationError::OverMax("3651d".into()),
+                "duration \"3651d\" is longer than ten years",
+            ),
+            (
+                "99999999999999999999s",
+                DurationError::TooLong("99999999999999999999s".into()),
+                "duration \"99999999999999999999s\" is too long",
+            ),
+        ];
+        for (text, variant, message) in cases {
+            let e = parse(text).unwrap_err();
+            assert_eq!((&e, e.to_string().as_str()), (&variant, message), "{text}");
+        }
+    }
+
+    #[test]
     fn phrases() {
         assert_eq!(phrase(86_399), "23h59m");
         assert_eq!(phrase(86_400 * 2 + 3 * 3600 + 5), "2d3h");

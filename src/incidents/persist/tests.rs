@@ -384,3 +384,25 @@ fn set_window_applies_to_every_incident_at_once() {
     assert_eq!(inc.open_by_severity(), (0, 0, 0));
     assert_eq!(inc.window(), Duration::from_secs(300));
 }
+
+#[test]
+fn an_unreadable_row_says_which_row_and_why() {
+    let row = |kind: &str, key: &str, severity: u8, first_seen: i64| IncidentRow {
+        kind: kind.into(),
+        key: key.into(),
+        id: 1,
+        severity,
+        first_seen,
+        last_seen: first_seen,
+        count: 1,
+        checks: vec![],
+        accounts: vec![],
+        contained: false,
+    };
+    let why = |r| from_row(r).map(|_| ()).unwrap_err().to_string();
+    assert_eq!(why(row("dns", "x", 0, 0)), "dns \"x\": unknown kind");
+    assert_eq!(why(row("ip", "x", 0, 0)), "ip \"x\": not an address");
+    assert_eq!(why(row("host", "h", 9, 0)), "host \"h\": bad severity");
+    assert!(why(row("account", "a", 0, i64::MAX)).starts_with("account \"a\": "));
+    assert!(from_row(row("ip", "192.0.2.1", 1, 0)).is_ok());
+}
