@@ -1,7 +1,7 @@
 //! `[alerts]` and `[alerts.webhook]`: which findings notify, the hourly budget, the webhook.
 
 use super::reader::{Errors, TableReader};
-use crate::findings::Severity;
+use crate::model::finding::Severity;
 
 /// `[alerts]`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! `[challenge]`: the proof-of-work challenge (see `crate::challenge`).
+//! `[challenge]`: the proof-of-work challenge (see `challenge`).
 //!
 //! `enabled`, `listen`, `tls_cert` and `tls_key` are read once at start (the listener);
 //! every other key applies live on reload.
@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use toml::Value;
 
 use super::reader::{Errors, TableReader};
-use crate::firewall::net::Net;
+use crate::net::cidr::Net;
 
 /// `[challenge]`, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]

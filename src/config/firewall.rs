@@ -1,4 +1,4 @@
-//! `[firewall]`: the nftables engine (see `crate::firewall`).
+//! `[firewall]`: the nftables engine (see `firewall`).
 //!
 //! The same reader validates the configuration file and a tentative settings change
 //! (`POST /api/v1/settings/firewall/tentative-apply`): a change is applied to the effective
@@ -9,7 +9,7 @@ use toml::value::{Array, Table};
 use toml::Value;
 
 use super::reader::{Errors, TableReader};
-use crate::firewall::net::{Net, PortRange};
+use crate::net::cidr::{Net, PortRange};
 
 /// `firewall.mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //!
 //! Validation checks what is cheap: an absolute path to a readable regular file whose tail
 //! holds the MaxMind DB metadata marker. The daemon opens the files once at start (see
-//! `crate::geoip`), where a damaged file is a startup error.
+//! `geoip`), where a damaged file is a startup error.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;

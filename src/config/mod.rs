@@ -7,7 +7,9 @@
 //! - Loading never logs a secret; errors name keys, never token values.
 
 pub mod abuse;
+pub mod access;
 pub mod alerts;
+pub mod bots;
 pub mod challenge;
 pub mod crawler;
 pub mod firewall;
@@ -167,7 +169,7 @@ pub struct Engine {
     /// empty: the detected web servers' and panels' logs (`watch::accesslog::logs`).
     pub access_logs: Vec<PathBuf>,
     /// `thresholds.http_*`: the access-log detector's thresholds.
-    pub access_thresholds: crate::watch::accesslog::AccessThresholds,
+    pub access_thresholds: access::AccessThresholds,
     /// `thresholds.mail_per_account_hourly`: messages per account and hour.
     pub mail_per_account_hourly: u32,
     /// `thresholds.mail_auth_failures`: SMTP AUTH failures per address in ten minutes.
@@ -570,7 +572,7 @@ fn read_engine(
     let mail_auth_failures = th.int("mail_auth_failures", errs) as u32;
     let mail_queue_size = th.int("mail_queue_size", errs) as u64;
     let access_thresholds = {
-        use crate::watch::accesslog::{AccessThresholds, NAMES};
+        use access::{AccessThresholds, NAMES};
         AccessThresholds::from_values(NAMES.map(|name| th.int(name, errs) as u64))
     };
     th.finish(errs);

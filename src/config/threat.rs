@@ -1,5 +1,5 @@
 //! `[threat]`, the auto-block keys of `[auto_response]`, and `[reputation]`: the attack
-//! database, verdict sources and automatic blocking (see `crate::threat`).
+//! database, verdict sources and automatic blocking (see `threat`).
 //!
 //! Every key here is applied live by a configuration reload (section `threat` in
 //! `daemon::reload::SECTIONS`), except `auto_response.dry_run`, which the firewall engine

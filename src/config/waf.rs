@@ -1,4 +1,4 @@
-//! `[waf]`: the ModSecurity integration (see `crate::waf`).
+//! `[waf]`: the ModSecurity integration (see `waf`).
 //!
 //! Rule management (`POST /api/v1/waf/rules/apply`) needs the three keys `rules_file`,
 //! `overrides_file` and `reload_command`; escalation exclusions, detection, staleness and

@@ -29,29 +29,7 @@ pub const FEED_CAP: u64 = 4 << 20;
 /// Most ranges kept per crawler.
 pub const MAX_PER_CRAWLER: usize = 10_000;
 
-/// The vendor feeds of the built-in published-range identities.
-pub const FEEDS: &[(&str, &str)] = &[
-    (
-        "googlebot",
-        "https://developers.google.com/static/search/apis/ipranges/googlebot.json",
-    ),
-    ("bingbot", "https://www.bing.com/toolbox/bingbot.json"),
-    (
-        "applebot",
-        "https://search.developer.apple.com/applebot.json",
-    ),
-    ("gptbot", "https://openai.com/gptbot.json"),
-    ("chatgpt-user", "https://openai.com/chatgpt-user.json"),
-    ("oai-searchbot", "https://openai.com/searchbot.json"),
-    (
-        "perplexitybot",
-        "https://www.perplexity.ai/perplexitybot.json",
-    ),
-    (
-        "amazonbot",
-        "https://developer.amazon.com/amazonbot/live-ip-addresses/",
-    ),
-];
+pub use crate::config::bots::FEEDS;
 
 /// The ranges of each published-range crawler.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -17,25 +17,7 @@ use super::ranges::{self, RangeSet, Refresh};
 use super::verifier::Verifier;
 use crate::net::https::Roots;
 
-/// `reputation.bot_ranges`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UpdaterSettings {
-    pub enabled: bool,
-    pub interval_hours: u64,
-    /// Feed URL overrides by crawler name (`reputation.bot_ranges.urls`).
-    pub urls: Vec<(String, String)>,
-}
-
-impl Default for UpdaterSettings {
-    fn default() -> Self {
-        UpdaterSettings {
-            enabled: crate::config::keys::bool_default("reputation.bot_ranges.enabled"),
-            interval_hours: crate::config::keys::int_default("reputation.bot_ranges.interval_hours")
-                as u64,
-            urls: Vec::new(),
-        }
-    }
-}
+pub use crate::config::crawler::UpdaterSettings;
 
 /// Fetches every feed and writes the disk snapshot when any feed was usable. Returns the
 /// new set and what happened; `Err` only when the snapshot could not be written.

@@ -93,7 +93,7 @@ impl FromStr for Net {
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let len = match l {
             None => max,
-            Some(l) => match crate::firewall::net::prefix_len(l, max) {
+            Some(l) => match super::cidr::prefix_len(l, max) {
                 Some(n) => n,
                 None => return Err(format!("{s:?} has an invalid prefix length")),
             },
