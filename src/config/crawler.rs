@@ -216,7 +216,7 @@ pub(super) fn read(r: &mut TableReader<'_>, errs: &mut Errors) -> CrawlerConfig 
 mod tests {
     use crate::config::Config;
 
-    fn check(text: &str) -> Result<Config, String> {
+    fn check(text: &str) -> Result<Config, crate::config::ConfigErrors> {
         crate::config::from_text(text)
     }
 
@@ -257,7 +257,7 @@ mod tests {
              [[reputation.verified_bots]]\nname = \"googlebot\"\nua_substrings = [\"gbot\"]\nip_ranges = [\"8.8.8.0/24\"]\n\
              [reputation.bot_ranges.urls]\ngooglebot = \"http://feeds.example.com/g\"\n",
         )
-        .unwrap_err();
+        .unwrap_err().to_string();
         for want in [
             "reputation.dns_server",
             "reputation.verified_bots[0].rdns_suffixes[0]: entry \"a\"",

@@ -264,7 +264,7 @@ pub fn read(root: &mut TableReader<'_>, errs: &mut Errors) -> MailConfig {
         s => match Endpoint::parse(s) {
             Ok(e) => (Some(e), false),
             Err(e) => {
-                errs.push(t.key("clamd_socket"), e.to_string());
+                errs.push(t.key("clamd_socket"), e);
                 (None, false)
             }
         },
@@ -354,7 +354,7 @@ mod tests {
     use crate::config::{from_table, parse_str};
 
     fn check(text: &str) -> Result<super::MailConfig, Vec<String>> {
-        let t = parse_str(text).map_err(|e| vec![e])?;
+        let t = parse_str(text).map_err(|e| vec![e.to_string()])?;
         from_table(&t, vec![])
             .map(|c| c.mail)
             .map_err(|es| es.iter().map(|e| e.to_string()).collect())
