@@ -1,11 +1,11 @@
 //! Crawler identities: which user agents claim which crawler, and how a claim is verified.
 //!
-//! Built-in identities (search engines and social platforms by forward-confirmed reverse
-//! DNS, some with a published range list checked first; AI-vendor crawlers by published
-//! ranges, one with a legacy reverse-DNS suffix as fallback) come first in
-//! [`Identities::new`]'s order after the operator's `reputation.verified_bots`; a user agent
-//! claims the identity of its leftmost matching substring (case-insensitive), operator
-//! entries winning ties.
+//! Built-in identities (`config::bots::BUILTINS`: search engines and social platforms by
+//! forward-confirmed reverse DNS, some with a published range list checked first; AI-vendor
+//! crawlers by published ranges, one with a legacy reverse-DNS suffix as fallback) come
+//! after the operator's `reputation.verified_bots` in [`Identities::new`]'s order; a user
+//! agent claims the identity of its leftmost matching substring (case-insensitive),
+//! operator entries winning ties.
 
 use std::sync::Arc;
 
