@@ -403,6 +403,24 @@ mod tests {
     }
 
     #[test]
+    fn clamd_endpoint_refusals_read_as_before_the_error_type() {
+        let e = |s: &str| super::Endpoint::parse(s).unwrap_err().to_string();
+        assert_eq!(
+            e("clamd"),
+            "must be an absolute socket path or a loopback host:port"
+        );
+        assert_eq!(e("localhost:x"), "\"x\" is not a port number");
+        assert_eq!(
+            e("clamd:3310"),
+            "\"clamd\" is not an IP address or localhost"
+        );
+        assert_eq!(
+            e("[2001:db8::7]:3310"),
+            "2001:db8::7 is not a loopback address: mail content must not leave the host"
+        );
+    }
+
+    #[test]
     fn remote_clamd_and_relative_paths_are_refused() {
         let e =
             check("[mail]\nclamd_socket = \"192.0.2.7:3310\"\nspool_path = \"spool\"\nbogus = 1\n")

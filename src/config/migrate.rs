@@ -210,6 +210,25 @@ mod tests {
     }
 
     #[test]
+    fn refusals_read_as_before_the_error_type() {
+        let e = |t: &str| migrate_text(t).unwrap_err().to_string();
+        let tokens = format!("[webui]\nauth_token = \"{TOK}\"\ntokens = 3\n");
+        assert_eq!(e(&tokens), "webui.tokens: must be an array of tables");
+        let taken = format!("[webui]\nauth_token = \"{TOK}\"\n[[webui.tokens]]\nname = \"{LEGACY_TOKEN_NAME}\"\ntoken = \"zzzzzzzzzzzzzzzzzzzz\"\n");
+        assert_eq!(
+            e(&taken),
+            "webui.auth_token: cannot migrate: a token named \"legacy-auth-token\" already exists with another value"
+        );
+        assert!(!e("a = = 1\n").contains('\n'));
+        let missing = Path::new("/nonexistent/svc.toml");
+        let read = migrate_file(missing).unwrap_err().to_string();
+        assert!(
+            read.starts_with("/nonexistent/svc.toml: cannot read: "),
+            "{read}"
+        );
+    }
+
+    #[test]
     fn empty_or_absent_changes_nothing() {
         for text in ["", "[webui]\nauth_token = \"\"\n", "state_path = \"/x\"\n"] {
             assert_eq!(

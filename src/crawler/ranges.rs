@@ -361,6 +361,14 @@ mod tests {
         assert!(parse_feed(b"{\"prefixes\":[{\"ipv4Prefix\":\"192.168.0.0/16\"}]}").is_err());
         assert!(parse_feed(b"<html>").is_err());
         assert!(parse_feed(&[0xff, 0xfe]).is_err());
+        // The texts of the error types are the former strings.
+        let e = |b: &[u8]| parse_feed(b).unwrap_err().to_string();
+        assert_eq!(e(b"<html>"), "feed has no usable range (1 refused)");
+        assert_eq!(e(&[0xff, 0xfe]), "feed is not UTF-8");
+        assert_eq!(e(b"{\"x\": 1}"), "feed has no \"prefixes\" array");
+        assert!(e(b"{").starts_with("feed is not valid JSON: "));
+        let snapshot = RangeSet::parse("[]").unwrap_err().to_string();
+        assert!(snapshot.starts_with("not a range snapshot: "), "{snapshot}");
     }
 
     #[test]

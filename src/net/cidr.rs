@@ -427,5 +427,13 @@ mod tests {
         assert!(PortRange::parse("70000").is_err());
         assert!(PortRange::parse("9-3").is_err());
         assert!(PortRange::parse("x").is_err());
+        assert_eq!(
+            PortRange::parse("0").unwrap_err().to_string(),
+            "\"0\" is not a port from 1 to 65535"
+        );
+        assert_eq!(
+            PortRange::parse(" 9-3 ").unwrap_err().to_string(),
+            "\"9-3\": the range must go upwards"
+        );
     }
 }

@@ -334,6 +334,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn refusals_read_as_before_the_error_types() {
+        let range = |s: &str| parse_range(s).unwrap_err().to_string();
+        assert_eq!(range("nonsense"), "\"nonsense\" is not a CIDR range");
+        assert_eq!(
+            range("66.249.64.0/33"),
+            "\"66.249.64.0/33\" has an invalid prefix length"
+        );
+        assert_eq!(
+            range("66.249.64.1/27"),
+            "\"66.249.64.1/27\" has host bits set"
+        );
+        assert_eq!(range("2.0.0.0/7"), "2.0.0.0/7 is broader than /8");
+        assert_eq!(range("fe80::/64"), "fe80::/64 is not public address space");
+        assert_eq!(
+            range("10.1.0.0/16"),
+            "10.1.0.0/16 overlaps non-public range 10.0.0.0/8"
+        );
+        let suffix = |s: &str| check_rdns_suffix(s).unwrap_err().to_string();
+        assert_eq!(suffix("a..b"), "\"a..b\" is not a host name");
+        assert_eq!(
+            suffix("co.uk"),
+            "\"co.uk\" is a public suffix, not a registrable domain"
+        );
+        assert_eq!(
+            suffix("me.github.io"),
+            "\"me.github.io\" is under the shared-hosting suffix \"github.io\""
+        );
+    }
+
+    #[test]
     fn suffixes_must_be_registrable_and_not_shared() {
         assert_eq!(
             check_rdns_suffix(".GoogleBot.com.").unwrap(),
