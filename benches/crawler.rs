@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use svc::clock::{SharedClock, SystemClock};
 use svc::crawler::ranges::RangeSet;
-use svc::crawler::{BotCheck, BotOracle, Settings, Verifier};
+use svc::crawler::{BotCheck, BotOracle, Verifier, VerifierSettings};
 use svc::queue::Registry;
 use svc::store::Store;
 
@@ -140,7 +140,7 @@ fn run(label: &str, server: SocketAddr, n: usize) {
     let registry = Registry::new();
     let rss0 = rss_kib();
     let v = Verifier::start(
-        Settings {
+        VerifierSettings {
             enabled: true,
             operator: Vec::new(),
             dns_server: Some(server),

@@ -71,8 +71,8 @@ pub struct GeoIpError {
 /// The cause inside a [`GeoIpError`].
 #[derive(Debug)]
 pub enum GeoIpCause {
-    /// Not a regular file with a MaxMind metadata marker (text from `config::geoip`).
-    NotMmdb(String),
+    /// Not a regular file with a MaxMind metadata marker.
+    NotMmdb(crate::config::geoip::MmdbError),
     /// The reader refused the file.
     Open(maxminddb::MaxMindDbError),
     /// The database's type does not fit the key.
@@ -88,7 +88,7 @@ impl std::fmt::Display for GeoIpError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} {}: ", self.key, self.path.display())?;
         match &self.cause {
-            GeoIpCause::NotMmdb(e) => f.write_str(e),
+            GeoIpCause::NotMmdb(e) => write!(f, "{e}"),
             GeoIpCause::Open(e) => write!(f, "cannot open as a MaxMind DB: {e}"),
             GeoIpCause::WrongType { kind, expected } => write!(
                 f,

@@ -169,7 +169,7 @@ mod tests {
     use super::*;
     use crate::config::Config;
 
-    fn check(text: &str) -> Result<Config, String> {
+    fn check(text: &str) -> Result<Config, crate::config::ConfigErrors> {
         crate::config::from_text(text)
     }
 
@@ -197,7 +197,7 @@ mod tests {
         let e = check(
             "[reputation.report]\nenabled = true\nspool_limit = 5\nbogus = 1\n[[reputation.report.destinations]]\nname = \"a b\"\nurl = \"http://collector.example.com/r\"\nformat = \"xml\"\napi_key_env = \"A-B\"\ndedup_window_hours = 0\n[[reputation.report.destinations]]\nname = \"c\"\nurl = \"https://c.example.com/\"\nformat = \"abuseipdb\"\n",
         )
-        .unwrap_err();
+        .unwrap_err().to_string();
         for k in [
             "reputation.report.spool_limit",
             "reputation.report.bogus",
@@ -210,12 +210,14 @@ mod tests {
         ] {
             assert!(e.contains(k), "{k} missing in {e}");
         }
-        let e = check("[reputation.report]\nenabled = true\n").unwrap_err();
+        let e = check("[reputation.report]\nenabled = true\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("reputation.report.destinations"), "{e}");
         let e = check(
             "[[reputation.report.destinations]]\nname = \"a\"\nurl = \"https://a.example.com/\"\n[[reputation.report.destinations]]\nname = \"a\"\nurl = \"https://a.example.com/\"\n",
         )
-        .unwrap_err();
+        .unwrap_err().to_string();
         assert!(e.contains("duplicate destination name"), "{e}");
     }
 }

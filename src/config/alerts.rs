@@ -1,7 +1,7 @@
 //! `[alerts]` and `[alerts.webhook]`: which findings notify, the hourly budget, the webhook.
 
 use super::reader::{Errors, TableReader};
-use crate::findings::Severity;
+use crate::model::finding::Severity;
 
 /// `[alerts]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -120,28 +120,41 @@ fn is_loopback_host(host: &str) -> bool {
         .is_ok_and(|ip| ip.is_loopback())
 }
 
+/// Why an outbound URL is refused: the rest of the sentence that starts with its key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UrlError(pub &'static str);
+
+impl std::fmt::Display for UrlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::error::Error for UrlError {}
+
 /// Checks a webhook URL: `https://` anywhere, `http://` only to a loopback address
 /// (127.0.0.0/8, ::1, localhost), nothing else.
-pub fn validate_webhook_url(url: &str) -> Result<(), String> {
-    let u = parse_url(url).map_err(String::from)?;
+pub fn validate_webhook_url(url: &str) -> Result<(), UrlError> {
+    let u = parse_url(url).map_err(UrlError)?;
     // The HTTP client parses the URL itself: both readings must name the same host.
-    let uri: ureq::http::Uri = url.parse().map_err(|_| "is not a valid URL".to_string())?;
+    let uri: ureq::http::Uri = url.parse().map_err(|_| UrlError("is not a valid URL"))?;
     let client_host = uri.host().map(|h| {
         h.trim_start_matches('[')
             .trim_end_matches(']')
             .to_ascii_lowercase()
     });
     if client_host.as_deref() != Some(u.host.to_ascii_lowercase().as_str()) {
-        return Err("has an ambiguous host".to_string());
+        return Err(UrlError("has an ambiguous host"));
     }
     match u.scheme.as_str() {
         "https" => Ok(()),
         "http" if is_loopback_host(&u.host) => Ok(()),
-        "http" => Err(
-            "plain http:// is accepted only for loopback addresses (127.0.0.0/8, ::1, localhost); use https://"
-                .to_string(),
-        ),
-        _ => Err("must start with https:// (or http:// to a loopback address)".to_string()),
+        "http" => Err(UrlError(
+            "plain http:// is accepted only for loopback addresses (127.0.0.0/8, ::1, localhost); use https://",
+        )),
+        _ => Err(UrlError(
+            "must start with https:// (or http:// to a loopback address)",
+        )),
     }
 }
 
@@ -198,7 +211,7 @@ mod tests {
     use crate::config::{from_table, parse_str};
 
     fn check(text: &str) -> Result<AlertsConfig, Vec<String>> {
-        let t = parse_str(text).map_err(|e| vec![e])?;
+        let t = parse_str(text).map_err(|e| vec![e.to_string()])?;
         from_table(&t, vec![])
             .map(|c| c.alerts)
             .map_err(|es| es.iter().map(|e| e.to_string()).collect())

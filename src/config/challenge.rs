@@ -1,4 +1,4 @@
-//! `[challenge]`: the proof-of-work challenge (see `crate::challenge`).
+//! `[challenge]`: the proof-of-work challenge (see `challenge`).
 //!
 //! `enabled`, `listen`, `tls_cert` and `tls_key` are read once at start (the listener);
 //! every other key applies live on reload.
@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use toml::Value;
 
 use super::reader::{Errors, TableReader};
-use crate::firewall::net::Net;
+use crate::net::cidr::Net;
 
 /// `[challenge]`, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -219,7 +219,7 @@ mod tests {
     use crate::config::{from_table, parse_str};
 
     fn check(text: &str) -> Result<super::ChallengeConfig, Vec<String>> {
-        let t = parse_str(text).map_err(|e| vec![e])?;
+        let t = parse_str(text).map_err(|e| vec![e.to_string()])?;
         from_table(&t, vec![])
             .map(|c| c.challenge)
             .map_err(|es| es.iter().map(|e| e.to_string()).collect())

@@ -2,16 +2,15 @@
 //! `bot_ranges` and `dns_server` (spec "Verified crawlers").
 //!
 //! `verified_bots` entries are checked at load and reload by rule 1
-//! ([`crate::crawler::guards`]); every error names the entry (`reputation.verified_bots[i]`
+//! (`net::guards`); every error names the entry (`reputation.verified_bots[i]`
 //! and its `name`). `bot_ranges` is read once at start (its class in `config::keys::KEYS`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use super::bots::{is_builtin, Identity, FEEDS};
 use super::reader::{Errors, TableReader};
-use crate::crawler::guards::{check_rdns_suffix, parse_range};
-use crate::crawler::identity::{is_builtin, Identity};
-use crate::crawler::UpdaterSettings;
+use crate::net::guards::{check_rdns_suffix, parse_range};
 
 /// The crawler keys.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -29,11 +28,41 @@ pub struct CrawlerConfig {
 
 impl CrawlerConfig {
     /// What the verifier takes live.
-    pub fn settings(&self) -> crate::crawler::Settings {
-        crate::crawler::Settings {
+    pub fn settings(&self) -> VerifierSettings {
+        VerifierSettings {
             enabled: self.enabled,
             operator: self.verified_bots.clone(),
             dns_server: self.dns_server,
+        }
+    }
+}
+
+/// What the operator configured (`reputation.*` crawler keys), as the verifier takes it
+/// live.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VerifierSettings {
+    pub enabled: bool,
+    /// `reputation.verified_bots`.
+    pub operator: Vec<Identity>,
+    /// `reputation.dns_server`; `/etc/resolv.conf` when `None`.
+    pub dns_server: Option<std::net::SocketAddr>,
+}
+
+/// `reputation.bot_ranges`: the published-range updater's settings, read at start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpdaterSettings {
+    pub enabled: bool,
+    pub interval_hours: u64,
+    /// Feed URL overrides by crawler name (`reputation.bot_ranges.urls`).
+    pub urls: Vec<(String, String)>,
+}
+
+impl Default for UpdaterSettings {
+    fn default() -> Self {
+        UpdaterSettings {
+            enabled: super::keys::bool_default("reputation.bot_ranges.enabled"),
+            interval_hours: super::keys::int_default("reputation.bot_ranges.interval_hours") as u64,
+            urls: Vec::new(),
         }
     }
 }
@@ -163,7 +192,7 @@ pub(super) fn read(r: &mut TableReader<'_>, errs: &mut Errors) -> CrawlerConfig 
         bot_ranges.enabled = t.bool("enabled", errs);
         bot_ranges.interval_hours = t.int("interval_hours", errs) as u64;
         let mut u = t.table("urls", errs);
-        for (name, _) in crate::crawler::ranges::FEEDS {
+        for (name, _) in FEEDS {
             if u.has(name) {
                 let url = u.string(name, errs);
                 if let Err(e) = super::alerts::validate_webhook_url(&url) {
@@ -187,7 +216,7 @@ pub(super) fn read(r: &mut TableReader<'_>, errs: &mut Errors) -> CrawlerConfig 
 mod tests {
     use crate::config::Config;
 
-    fn check(text: &str) -> Result<Config, String> {
+    fn check(text: &str) -> Result<Config, crate::config::ConfigErrors> {
         crate::config::from_text(text)
     }
 
@@ -228,7 +257,7 @@ mod tests {
              [[reputation.verified_bots]]\nname = \"googlebot\"\nua_substrings = [\"gbot\"]\nip_ranges = [\"8.8.8.0/24\"]\n\
              [reputation.bot_ranges.urls]\ngooglebot = \"http://feeds.example.com/g\"\n",
         )
-        .unwrap_err();
+        .unwrap_err().to_string();
         for want in [
             "reputation.dns_server",
             "reputation.verified_bots[0].rdns_suffixes[0]: entry \"a\"",

@@ -1,4 +1,4 @@
-//! `[firewall]`: the nftables engine (see `crate::firewall`).
+//! `[firewall]`: the nftables engine (see `firewall`).
 //!
 //! The same reader validates the configuration file and a tentative settings change
 //! (`POST /api/v1/settings/firewall/tentative-apply`): a change is applied to the effective
@@ -9,7 +9,7 @@ use toml::value::{Array, Table};
 use toml::Value;
 
 use super::reader::{Errors, TableReader};
-use crate::firewall::net::{Net, PortRange};
+use crate::net::cidr::{Net, PortRange};
 
 /// `firewall.mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,7 +100,7 @@ fn port_list(t: &mut TableReader<'_>, key: &'static str, errs: &mut Errors) -> V
                         hi: *p as u16,
                     }),
                     Value::Integer(p) => Err(format!("{p} is not a port from 1 to 65535")),
-                    Value::String(s) => PortRange::parse(s),
+                    Value::String(s) => PortRange::parse(s).map_err(|e| e.to_string()),
                     v => Err(format!(
                         "must be a port or a \"low-high\" range, found {}",
                         type_name(v)
@@ -313,7 +313,7 @@ mod tests {
     use serde_json::json;
 
     fn check(text: &str) -> Result<FirewallConfig, Vec<String>> {
-        let t = super::super::parse_str(text).map_err(|e| vec![e])?;
+        let t = super::super::parse_str(text).map_err(|e| vec![e.to_string()])?;
         super::super::from_table(&t, vec![])
             .map(|c| c.firewall)
             .map_err(|es| es.iter().map(|e| e.to_string()).collect())

@@ -2,7 +2,7 @@
 //!
 //! Validation checks what is cheap: an absolute path to a readable regular file whose tail
 //! holds the MaxMind DB metadata marker. The daemon opens the files once at start (see
-//! `crate::geoip`), where a damaged file is a startup error.
+//! `geoip`), where a damaged file is a startup error.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
@@ -42,22 +42,49 @@ fn db_path(t: &mut TableReader<'_>, key: &'static str, errs: &mut Errors) -> Opt
         return None;
     }
     let path = PathBuf::from(&value);
-    if let Err(message) = looks_like_mmdb(&path) {
-        errs.push(t.key(key), message);
+    if let Err(e) = looks_like_mmdb(&path) {
+        errs.push(t.key(key), e);
         return None;
     }
     Some(path)
 }
 
+/// Why a file is not taken as a MaxMind DB (each names the path).
+#[derive(Debug)]
+pub enum MmdbError {
+    Open(PathBuf, std::io::Error),
+    NotFile(PathBuf),
+    Read(PathBuf, std::io::Error),
+    NoMarker(PathBuf),
+}
+
+impl std::fmt::Display for MmdbError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MmdbError::Open(p, e) => write!(f, "cannot open {}: {e}", p.display()),
+            MmdbError::NotFile(p) => write!(f, "{} is not a regular file", p.display()),
+            MmdbError::Read(p, e) => write!(f, "cannot read {}: {e}", p.display()),
+            MmdbError::NoMarker(p) => write!(
+                f,
+                "{} is not a MaxMind DB file (no metadata marker)",
+                p.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for MmdbError {}
+
 /// Cheap check that `path` is a readable MaxMind DB file: a regular file whose last
 /// 128 KiB hold the metadata marker.
-pub fn looks_like_mmdb(path: &std::path::Path) -> Result<(), String> {
+pub fn looks_like_mmdb(path: &std::path::Path) -> Result<(), MmdbError> {
     use std::os::unix::fs::OpenOptionsExt;
-    let shown = path.display();
+    let open = |e| MmdbError::Open(path.to_path_buf(), e);
+    let read = |e| MmdbError::Read(path.to_path_buf(), e);
     // Checked before opening: opening a FIFO would wait for a writer.
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot open {shown}: {e}"))?;
+    let meta = std::fs::metadata(path).map_err(open)?;
     if !meta.is_file() {
-        return Err(format!("{shown} is not a regular file"));
+        return Err(MmdbError::NotFile(path.to_path_buf()));
     }
     let mut f = crate::fsutil::open_daemon_file_with(
         path,
@@ -65,18 +92,15 @@ pub fn looks_like_mmdb(path: &std::path::Path) -> Result<(), String> {
             .read(true)
             .custom_flags(libc::O_NONBLOCK),
     )
-    .map_err(|e| format!("cannot open {shown}: {e}"))?;
+    .map_err(open)?;
     let start = meta.len().saturating_sub(METADATA_WINDOW);
-    f.seek(SeekFrom::Start(start))
-        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    f.seek(SeekFrom::Start(start)).map_err(read)?;
     let mut tail = Vec::new();
     f.take(METADATA_WINDOW)
         .read_to_end(&mut tail)
-        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+        .map_err(read)?;
     if memchr::memmem::rfind(&tail, METADATA_MARKER).is_none() {
-        return Err(format!(
-            "{shown} is not a MaxMind DB file (no metadata marker)"
-        ));
+        return Err(MmdbError::NoMarker(path.to_path_buf()));
     }
     Ok(())
 }
@@ -86,7 +110,7 @@ mod tests {
     use super::*;
 
     fn check(text: &str) -> Result<GeoIp, Vec<String>> {
-        let t = super::super::parse_str(text).map_err(|e| vec![e])?;
+        let t = super::super::parse_str(text).map_err(|e| vec![e.to_string()])?;
         super::super::from_table(&t, vec![])
             .map(|c| c.geoip)
             .map_err(|es| es.iter().map(|e| e.to_string()).collect())
@@ -130,7 +154,7 @@ mod tests {
         let fifo = dir.join("fifo.mmdb");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         assert_eq!(
-            looks_like_mmdb(&fifo),
+            looks_like_mmdb(&fifo).map_err(|e| e.to_string()),
             Err(format!("{} is not a regular file", fifo.display())),
             "refused without waiting for a writer"
         );

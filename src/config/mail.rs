@@ -1,13 +1,12 @@
-//! `[mail]`: the mail antivirus (see `crate::mail`). A reload restarts the mail watcher
-//! and scanners with the new section (reload section `mail`).
+//! `[mail]`: the mail antivirus (see `mail`). A reload restarts the mail watcher and
+//! scanners with the new section (reload section `mail`). The section's value types (the
+//! MIME and archive limits, the password audit's settings, the clamd endpoint) live here;
+//! `mail` re-exports them where it uses them.
 
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use super::reader::{Errors, TableReader};
-use crate::mail::archive::ArchiveLimits;
-use crate::mail::clamd::Endpoint;
-use crate::mail::mime::Limits;
-use crate::mail::password::AuditSettings;
 
 /// `[mail]`, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,6 +63,184 @@ impl MailConfig {
     }
 }
 
+/// Limits of one message's extraction (the MIME walker's; three are `[mail]` keys).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Deepest MIME nesting (multiparts and attached messages) walked; deeper entities are
+    /// scanned as one leaf.
+    pub max_depth: usize,
+    /// Most leaf parts extracted (interpretations and archive members not counted).
+    pub max_parts: usize,
+    /// Most decoded bytes per message, all parts, interpretations and archive members.
+    pub max_extract_bytes: u64,
+    /// Most extra base64 interpretations per message (the spec fixes 16).
+    pub max_interpretations: usize,
+    /// Largest header block.
+    pub max_header_bytes: usize,
+    /// A part stays in memory up to this size, then moves to a staged file.
+    pub mem_part_bytes: usize,
+}
+
+/// The spec's limit of extra base64 interpretations per message.
+pub const MAX_INTERPRETATIONS: usize = 16;
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            // The configurable limits take their defaults from the key table.
+            max_depth: super::keys::int_default("mail.max_depth") as usize,
+            max_parts: super::keys::int_default("mail.max_parts") as usize,
+            max_extract_bytes: super::keys::int_default("mail.max_extract_bytes") as u64,
+            max_interpretations: MAX_INTERPRETATIONS,
+            max_header_bytes: 256 * 1024,
+            mem_part_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// Limits of one top-level archive (`mail.archive_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArchiveLimits {
+    pub max_bytes: u64,
+    pub max_files: usize,
+    pub max_ratio: u64,
+    pub max_depth: usize,
+}
+
+impl Default for ArchiveLimits {
+    fn default() -> Self {
+        ArchiveLimits {
+            // The defaults of `mail.archive_*` in the key table.
+            max_bytes: super::keys::int_default("mail.archive_max_bytes") as u64,
+            max_files: super::keys::int_default("mail.archive_max_files") as usize,
+            max_ratio: super::keys::int_default("mail.archive_max_ratio") as u64,
+            max_depth: super::keys::int_default("mail.archive_max_depth") as usize,
+        }
+    }
+}
+
+/// Settings of the mailbox password audit (`[mail]` keys, live).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditSettings {
+    /// `mail.password_audit`.
+    pub enabled: bool,
+    /// `mail.password_files` (globs).
+    pub files: Vec<std::path::PathBuf>,
+    /// `mail.password_check_interval_min`.
+    pub interval_min: u64,
+    /// `mail.password_slow_candidates`: bundled-list entries tried on slow schemes.
+    pub slow_candidates: usize,
+    /// `mail.password_audit_scan_minutes`: time one deep scan gives the audit.
+    pub scan_minutes: u64,
+    /// `mail.breach_api` (empty: off).
+    pub breach_api: String,
+}
+
+impl Default for AuditSettings {
+    fn default() -> Self {
+        AuditSettings {
+            // The defaults of the `mail.password_*` keys; no files (the configuration's
+            // default list is read by `config::mail`).
+            enabled: super::keys::bool_default("mail.password_audit"),
+            files: Vec::new(),
+            interval_min: super::keys::int_default("mail.password_check_interval_min") as u64,
+            slow_candidates: super::keys::int_default("mail.password_slow_candidates") as usize,
+            scan_minutes: super::keys::int_default("mail.password_audit_scan_minutes") as u64,
+            breach_api: String::new(),
+        }
+    }
+}
+
+/// Why a `mail.clamd_socket` value is refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EndpointError {
+    /// Neither an absolute path nor `host:port`.
+    Form,
+    /// The text after the last `:` is not a port number.
+    Port(String),
+    /// The host is neither an IP address nor `localhost`.
+    Host(String),
+    /// A remote address: mail content never leaves the host.
+    NotLoopback(IpAddr),
+}
+
+impl std::fmt::Display for EndpointError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EndpointError::Form => {
+                f.write_str("must be an absolute socket path or a loopback host:port")
+            }
+            EndpointError::Port(p) => write!(f, "{p:?} is not a port number"),
+            EndpointError::Host(h) => write!(f, "{h:?} is not an IP address or localhost"),
+            EndpointError::NotLoopback(ip) => write!(
+                f,
+                "{ip} is not a loopback address: mail content must not leave the host"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for EndpointError {}
+
+/// Where clamd listens (`mail.clamd_socket`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    Unix(PathBuf),
+    Tcp(SocketAddr),
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Endpoint::Unix(p) => write!(f, "{}", crate::text::escape_path(p)),
+            Endpoint::Tcp(a) => write!(f, "{a}"),
+        }
+    }
+}
+
+impl Endpoint {
+    /// An absolute socket path, or `host:port` whose host is a loopback address or
+    /// `localhost`.
+    pub fn parse(s: &str) -> Result<Endpoint, EndpointError> {
+        let s = s.trim();
+        if s.starts_with('/') {
+            return Ok(Endpoint::Unix(PathBuf::from(s)));
+        }
+        let (host, port) = s.rsplit_once(':').ok_or(EndpointError::Form)?;
+        let port: u16 = port
+            .parse()
+            .map_err(|_| EndpointError::Port(port.to_string()))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let ip: IpAddr = if host.eq_ignore_ascii_case("localhost") {
+            IpAddr::from([127, 0, 0, 1])
+        } else {
+            host.parse()
+                .map_err(|_| EndpointError::Host(host.to_string()))?
+        };
+        if !ip.is_loopback() {
+            return Err(EndpointError::NotLoopback(ip));
+        }
+        Ok(Endpoint::Tcp(SocketAddr::new(ip, port)))
+    }
+
+    /// The socket clamd's own configuration names (`LocalSocket` in
+    /// `/etc/clamav/clamd.conf`), else Debian's default path.
+    pub fn detect() -> Endpoint {
+        let conf =
+            crate::fsutil::read_daemon_string(std::path::Path::new("/etc/clamav/clamd.conf"))
+                .unwrap_or_default();
+        for line in conf.lines() {
+            let mut it = line.split_whitespace();
+            if it.next() == Some("LocalSocket") {
+                if let Some(p) = it.next().filter(|p| p.starts_with('/')) {
+                    return Endpoint::Unix(PathBuf::from(p));
+                }
+            }
+        }
+        Endpoint::Unix(PathBuf::from("/run/clamav/clamd.ctl"))
+    }
+}
+
 fn opt_path(t: &mut TableReader<'_>, key: &'static str, errs: &mut Errors) -> Option<PathBuf> {
     let v = t.string(key, errs);
     if v.is_empty() {
@@ -86,8 +263,8 @@ pub fn read(root: &mut TableReader<'_>, errs: &mut Errors) -> MailConfig {
         "off" => (None, true),
         s => match Endpoint::parse(s) {
             Ok(e) => (Some(e), false),
-            Err(m) => {
-                errs.push(t.key("clamd_socket"), m);
+            Err(e) => {
+                errs.push(t.key("clamd_socket"), e);
                 (None, false)
             }
         },
@@ -177,7 +354,7 @@ mod tests {
     use crate::config::{from_table, parse_str};
 
     fn check(text: &str) -> Result<super::MailConfig, Vec<String>> {
-        let t = parse_str(text).map_err(|e| vec![e])?;
+        let t = parse_str(text).map_err(|e| vec![e.to_string()])?;
         from_table(&t, vec![])
             .map(|c| c.mail)
             .map_err(|es| es.iter().map(|e| e.to_string()).collect())
@@ -223,6 +400,24 @@ mod tests {
             .unwrap_err()
             .join("\n");
         assert!(e.contains("mail.breach_api"), "{e}");
+    }
+
+    #[test]
+    fn clamd_endpoint_refusals_read_as_before_the_error_type() {
+        let e = |s: &str| super::Endpoint::parse(s).unwrap_err().to_string();
+        assert_eq!(
+            e("clamd"),
+            "must be an absolute socket path or a loopback host:port"
+        );
+        assert_eq!(e("localhost:x"), "\"x\" is not a port number");
+        assert_eq!(
+            e("clamd:3310"),
+            "\"clamd\" is not an IP address or localhost"
+        );
+        assert_eq!(
+            e("[2001:db8::7]:3310"),
+            "2001:db8::7 is not a loopback address: mail content must not leave the host"
+        );
     }
 
     #[test]

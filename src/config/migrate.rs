@@ -5,7 +5,7 @@
 //! atomically with its comments, owner and permissions kept. Running it again changes nothing.
 
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use toml_edit::{value, ArrayOfTables, DocumentMut, Item, Table};
 
@@ -22,30 +22,65 @@ pub enum Outcome {
     RemovedDuplicate,
 }
 
+/// Why the migration did not run (the file is then unchanged).
+#[derive(Debug)]
+pub enum MigrateError {
+    Read(PathBuf, std::io::Error),
+    Metadata(PathBuf, std::io::Error),
+    Rewrite(PathBuf, std::io::Error),
+    /// The text is not TOML (the parser's message on one line).
+    Syntax(String),
+    /// `webui.tokens` is neither an array of tables nor an array of inline tables.
+    TokensNotTables,
+    /// A `legacy-auth-token` entry exists with another token.
+    NameTaken,
+}
+
+impl std::fmt::Display for MigrateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MigrateError::Read(p, e) => write!(f, "{}: cannot read: {e}", p.display()),
+            MigrateError::Metadata(p, e) => write!(f, "{}: {e}", p.display()),
+            MigrateError::Rewrite(p, e) => write!(f, "{}: cannot rewrite: {e}", p.display()),
+            MigrateError::Syntax(m) => f.write_str(m),
+            MigrateError::TokensNotTables => {
+                f.write_str("webui.tokens: must be an array of tables")
+            }
+            MigrateError::NameTaken => write!(
+                f,
+                "webui.auth_token: cannot migrate: a token named {LEGACY_TOKEN_NAME:?} already exists with another value"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for MigrateError {}
+
 /// Migrates the main configuration file in place.
-pub fn migrate_file(path: &Path) -> Result<Outcome, String> {
+pub fn migrate_file(path: &Path) -> Result<Outcome, MigrateError> {
     let text = crate::fsutil::read_daemon_string(path)
-        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        .map_err(|e| MigrateError::Read(path.to_path_buf(), e))?;
     let (new_text, outcome) = migrate_text(&text)?;
     if outcome == Outcome::Unchanged {
         return Ok(outcome);
     }
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let meta =
+        std::fs::metadata(path).map_err(|e| MigrateError::Metadata(path.to_path_buf(), e))?;
     crate::fsutil::write_atomic(
         path,
         new_text.as_bytes(),
         meta.mode() & 0o7777,
         Some((meta.uid(), meta.gid())),
     )
-    .map_err(|e| format!("{}: cannot rewrite: {e}", path.display()))?;
+    .map_err(|e| MigrateError::Rewrite(path.to_path_buf(), e))?;
     Ok(outcome)
 }
 
 /// Pure text transformation behind [`migrate_file`].
-pub fn migrate_text(text: &str) -> Result<(String, Outcome), String> {
+pub fn migrate_text(text: &str) -> Result<(String, Outcome), MigrateError> {
     let mut doc: DocumentMut = text
         .parse()
-        .map_err(|e: toml_edit::TomlError| e.message().replace('\n', " "))?;
+        .map_err(|e: toml_edit::TomlError| MigrateError::Syntax(e.message().replace('\n', " ")))?;
     let Some(webui) = doc.get_mut("webui").and_then(Item::as_table_like_mut) else {
         return Ok((text.to_string(), Outcome::Unchanged));
     };
@@ -87,16 +122,14 @@ pub fn migrate_text(text: &str) -> Result<(String, Outcome), String> {
             })
             .collect(),
         None => Vec::new(),
-        Some(_) => return Err("webui.tokens: must be an array of tables".to_string()),
+        Some(_) => return Err(MigrateError::TokensNotTables),
     };
 
     let outcome = if existing.iter().any(|(_, tok)| tok == &legacy) {
         Outcome::RemovedDuplicate
     } else {
         if existing.iter().any(|(name, _)| name == LEGACY_TOKEN_NAME) {
-            return Err(format!(
-                "webui.auth_token: cannot migrate: a token named {LEGACY_TOKEN_NAME:?} already exists with another value"
-            ));
+            return Err(MigrateError::NameTaken);
         }
         match webui.get_mut("tokens") {
             Some(Item::Value(toml_edit::Value::Array(a))) => {
@@ -174,6 +207,25 @@ mod tests {
         let (out, o) = migrate_text(&text).unwrap();
         assert_eq!(o, Outcome::RemovedDuplicate);
         assert!(!out.contains("auth_token ="));
+    }
+
+    #[test]
+    fn refusals_read_as_before_the_error_type() {
+        let e = |t: &str| migrate_text(t).unwrap_err().to_string();
+        let tokens = format!("[webui]\nauth_token = \"{TOK}\"\ntokens = 3\n");
+        assert_eq!(e(&tokens), "webui.tokens: must be an array of tables");
+        let taken = format!("[webui]\nauth_token = \"{TOK}\"\n[[webui.tokens]]\nname = \"{LEGACY_TOKEN_NAME}\"\ntoken = \"zzzzzzzzzzzzzzzzzzzz\"\n");
+        assert_eq!(
+            e(&taken),
+            "webui.auth_token: cannot migrate: a token named \"legacy-auth-token\" already exists with another value"
+        );
+        assert!(!e("a = = 1\n").contains('\n'));
+        let missing = Path::new("/nonexistent/svc.toml");
+        let read = migrate_file(missing).unwrap_err().to_string();
+        assert!(
+            read.starts_with("/nonexistent/svc.toml: cannot read: "),
+            "{read}"
+        );
     }
 
     #[test]

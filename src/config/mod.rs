@@ -7,7 +7,9 @@
 //! - Loading never logs a secret; errors name keys, never token values.
 
 pub mod abuse;
+pub mod access;
 pub mod alerts;
+pub mod bots;
 pub mod challenge;
 pub mod crawler;
 pub mod firewall;
@@ -28,7 +30,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 pub use live::Live;
-pub use reader::ConfigError;
+pub use reader::{ConfigError, ConfigErrors};
 use reader::{Errors, TableReader};
 
 /// Default main configuration file.
@@ -167,7 +169,7 @@ pub struct Engine {
     /// empty: the detected web servers' and panels' logs (`watch::accesslog::logs`).
     pub access_logs: Vec<PathBuf>,
     /// `thresholds.http_*`: the access-log detector's thresholds.
-    pub access_thresholds: crate::watch::accesslog::AccessThresholds,
+    pub access_thresholds: access::AccessThresholds,
     /// `thresholds.mail_per_account_hourly`: messages per account and hour.
     pub mail_per_account_hourly: u32,
     /// `thresholds.mail_auth_failures`: SMTP AUTH failures per address in ten minutes.
@@ -328,29 +330,46 @@ pub fn parse_file(path: &Path) -> Result<toml::value::Table, ConfigError> {
 
 /// Test helper: `text` read as a whole configuration, its errors one per line.
 #[cfg(test)]
-pub(crate) fn from_text(text: &str) -> Result<Config, String> {
-    let t = parse_str(text)?;
-    from_table(&t, vec![]).map_err(|es| {
-        es.iter()
-            .map(|e| e.to_string())
-            .collect::<Vec<_>>()
-            .join("\n")
-    })
+pub(crate) fn from_text(text: &str) -> Result<Config, ConfigErrors> {
+    let t = parse_str(text).map_err(|e| {
+        ConfigErrors(vec![ConfigError {
+            key: String::new(),
+            message: e.to_string(),
+        }])
+    })?;
+    from_table(&t, vec![]).map_err(ConfigErrors)
 }
 
-/// Parses TOML text into a table; the error is a single line with line and column.
-pub fn parse_str(text: &str) -> Result<toml::value::Table, String> {
-    toml::from_str::<toml::value::Table>(text).map_err(|e| {
-        let msg = e.message().replace('\n', " ");
-        match e.span() {
-            Some(span) => {
-                let before = &text.as_bytes()[..span.start.min(text.len())];
-                let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-                let col = before.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
-                format!("line {line} column {col}: {msg}")
-            }
-            None => msg,
+/// TOML that does not parse: one line, with the line and column when known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyntaxError {
+    /// (line, column), from 1.
+    pub at: Option<(usize, usize)>,
+    /// The parser's message, its line breaks replaced by spaces.
+    pub message: String,
+}
+
+impl std::fmt::Display for SyntaxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.at {
+            Some((line, col)) => write!(f, "line {line} column {col}: {}", self.message),
+            None => f.write_str(&self.message),
         }
+    }
+}
+
+impl std::error::Error for SyntaxError {}
+
+/// Parses TOML text into a table; the error is a single line with line and column.
+pub fn parse_str(text: &str) -> Result<toml::value::Table, SyntaxError> {
+    toml::from_str::<toml::value::Table>(text).map_err(|e| SyntaxError {
+        at: e.span().map(|span| {
+            let before = &text.as_bytes()[..span.start.min(text.len())];
+            let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+            let col = before.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
+            (line, col)
+        }),
+        message: e.message().replace('\n', " "),
     })
 }
 
@@ -570,7 +589,7 @@ fn read_engine(
     let mail_auth_failures = th.int("mail_auth_failures", errs) as u32;
     let mail_queue_size = th.int("mail_queue_size", errs) as u64;
     let access_thresholds = {
-        use crate::watch::accesslog::{AccessThresholds, NAMES};
+        use access::{AccessThresholds, NAMES};
         AccessThresholds::from_values(NAMES.map(|name| th.int(name, errs) as u64))
     };
     th.finish(errs);
@@ -655,7 +674,7 @@ mod tests {
     use super::*;
 
     fn check(text: &str) -> Result<Config, Vec<String>> {
-        let t = parse_str(text).map_err(|e| vec![e])?;
+        let t = parse_str(text).map_err(|e| vec![e.to_string()])?;
         from_table(&t, vec![]).map_err(|es| es.iter().map(|e| e.to_string()).collect())
     }
 
@@ -791,7 +810,7 @@ mod tests {
 
     #[test]
     fn parse_errors_are_one_line_with_position() {
-        let e = parse_str("a = 1\nb = = 2\n").unwrap_err();
+        let e = parse_str("a = 1\nb = = 2\n").unwrap_err().to_string();
         assert!(e.starts_with("line 2 column"), "{e}");
         assert!(!e.contains('\n'));
     }

@@ -33,15 +33,36 @@ impl std::fmt::Display for ConfigError {
     }
 }
 
+impl std::error::Error for ConfigError {}
+
+/// Every error of one configuration, shown one per line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl std::fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
 /// Collects errors while reading.
 #[derive(Debug, Default)]
 pub struct Errors(pub Vec<ConfigError>);
 
 impl Errors {
-    pub fn push(&mut self, key: impl Into<String>, message: impl Into<String>) {
+    /// `message` is any error or text: what follows the key in the error line.
+    pub fn push(&mut self, key: impl Into<String>, message: impl std::fmt::Display) {
         self.0.push(ConfigError {
             key: key.into(),
-            message: message.into(),
+            message: message.to_string(),
         });
     }
 }

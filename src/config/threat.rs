@@ -1,5 +1,5 @@
 //! `[threat]`, the auto-block keys of `[auto_response]`, and `[reputation]`: the attack
-//! database, verdict sources and automatic blocking (see `crate::threat`).
+//! database, verdict sources and automatic blocking (see `threat`).
 //!
 //! Every key here is applied live by a configuration reload (section `threat` in
 //! `daemon::reload::SECTIONS`), except `auto_response.dry_run`, which the firewall engine
@@ -410,7 +410,7 @@ pub(super) fn read_reputation(
 mod tests {
     use crate::config::Config;
 
-    fn check(text: &str) -> Result<Config, String> {
+    fn check(text: &str) -> Result<Config, crate::config::ConfigErrors> {
         crate::config::from_text(text)
     }
 
@@ -441,7 +441,7 @@ mod tests {
         let e = check(
             "[threat]\nwatched_countries = [\"China\"]\nbogus = 1\n[reputation.upstream]\nurl = \"http://panel.example.com/u\"\n[reputation.spamfilter]\nurl = \"https://x.example.com\"\ntoken_env = \"A-B\"\n[[reputation.feeds]]\nname = \"a b\"\nurl = \"ftp://x\"\n",
         )
-        .unwrap_err();
+        .unwrap_err().to_string();
         for want in [
             "threat.watched_countries[0]",
             "threat.bogus: unknown key",

@@ -1,4 +1,4 @@
-//! `[waf]`: the ModSecurity integration (see `crate::waf`).
+//! `[waf]`: the ModSecurity integration (see `waf`).
 //!
 //! Rule management (`POST /api/v1/waf/rules/apply`) needs the three keys `rules_file`,
 //! `overrides_file` and `reload_command`; escalation exclusions, detection, staleness and
@@ -152,7 +152,7 @@ mod tests {
     use crate::config::{from_table, parse_str};
 
     fn check(text: &str) -> Result<super::WafConfig, Vec<String>> {
-        let t = parse_str(text).map_err(|e| vec![e])?;
+        let t = parse_str(text).map_err(|e| vec![e.to_string()])?;
         from_table(&t, vec![])
             .map(|c| c.waf)
             .map_err(|es| es.iter().map(|e| e.to_string()).collect())

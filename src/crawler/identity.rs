@@ -1,107 +1,17 @@
 //! Crawler identities: which user agents claim which crawler, and how a claim is verified.
 //!
-//! Built-in identities (search engines and social platforms by forward-confirmed reverse
-//! DNS, some with a published range list checked first; AI-vendor crawlers by published
-//! ranges, one with a legacy reverse-DNS suffix as fallback) come first in
-//! [`Identities::new`]'s order after the operator's `reputation.verified_bots`; a user agent
-//! claims the identity of its leftmost matching substring (case-insensitive), operator
-//! entries winning ties.
+//! Built-in identities (`config::bots::BUILTINS`: search engines and social platforms by
+//! forward-confirmed reverse DNS, some with a published range list checked first; AI-vendor
+//! crawlers by published ranges, one with a legacy reverse-DNS suffix as fallback) come
+//! after the operator's `reputation.verified_bots` in [`Identities::new`]'s order; a user
+//! agent claims the identity of its leftmost matching substring (case-insensitive),
+//! operator entries winning ties.
 
 use std::sync::Arc;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 
-use super::guards::Net;
-
-/// How an identity verifies, besides published ranges looked up by name.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Identity {
-    /// `googlebot`, or an operator entry's `name`.
-    pub name: Arc<str>,
-    /// Lower-case user-agent substrings that claim it.
-    pub ua_substrings: Vec<String>,
-    /// Reverse-DNS suffixes a forward-confirmed PTR must be under; empty: no DNS method.
-    pub rdns_suffixes: Vec<String>,
-    /// Operator ranges (`ip_ranges`). Built-ins take theirs from the range snapshot.
-    pub ip_ranges: Vec<Net>,
-    /// Whether the published range snapshot has a list under this name (checked first).
-    pub published: bool,
-    pub builtin: bool,
-}
-
-/// One built-in identity: (name, user-agent substrings, reverse-DNS suffixes, published ranges).
-type Builtin = (
-    &'static str,
-    &'static [&'static str],
-    &'static [&'static str],
-    bool,
-);
-
-/// The built-in identities. `published` ones are also refreshed by the range updater.
-pub const BUILTINS: &[Builtin] = &[
-    (
-        "googlebot",
-        &[
-            "googlebot",
-            "googleother",
-            "google-inspectiontool",
-            "adsbot-google",
-            "storebot-google",
-        ],
-        &["googlebot.com", "google.com"],
-        true,
-    ),
-    (
-        "bingbot",
-        &["bingbot", "adidxbot", "bingpreview"],
-        &["search.msn.com"],
-        true,
-    ),
-    ("applebot", &["applebot"], &["applebot.apple.com"], true),
-    (
-        "yandexbot",
-        &["yandexbot", "yandeximages", "yandexmobilebot"],
-        &["yandex.ru", "yandex.net", "yandex.com"],
-        false,
-    ),
-    (
-        "baiduspider",
-        &["baiduspider"],
-        &["baidu.com", "baidu.jp"],
-        false,
-    ),
-    ("petalbot", &["petalbot"], &["petalsearch.com"], false),
-    ("seznambot", &["seznambot"], &["seznam.cz"], false),
-    (
-        "facebookbot",
-        &[
-            "facebookexternalhit",
-            "facebookcatalog",
-            "meta-externalagent",
-        ],
-        &["fbsv.net"],
-        false,
-    ),
-    ("twitterbot", &["twitterbot"], &["twttr.com"], false),
-    ("linkedinbot", &["linkedinbot"], &["linkedin.com"], false),
-    ("pinterestbot", &["pinterestbot"], &["pinterest.com"], false),
-    ("gptbot", &["gptbot"], &[], true),
-    ("chatgpt-user", &["chatgpt-user"], &[], true),
-    ("oai-searchbot", &["oai-searchbot"], &[], true),
-    ("perplexitybot", &["perplexitybot"], &[], true),
-    // Amazon's combined feed verifies by address; the legacy suffix is only a fallback.
-    (
-        "amazonbot",
-        &["amazonbot"],
-        &["crawl.amazonbot.amazon"],
-        true,
-    ),
-];
-
-/// Whether `name` is a built-in identity's name.
-pub fn is_builtin(name: &str) -> bool {
-    BUILTINS.iter().any(|b| b.0 == name)
-}
+pub use crate::config::bots::{is_builtin, Identity, BUILTINS};
 
 /// The identities in force and the matcher over their user-agent substrings.
 pub struct Identities {
@@ -171,7 +81,7 @@ mod tests {
         for (name, _, rdns, _) in BUILTINS {
             for s in *rdns {
                 assert!(
-                    super::super::guards::check_rdns_suffix(s).is_ok(),
+                    crate::net::guards::check_rdns_suffix(s).is_ok(),
                     "{name}: {s}"
                 );
             }

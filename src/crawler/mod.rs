@@ -6,7 +6,6 @@
 //! daemon wires in the verifier when `reputation.bot_verify_enabled` is on and
 //! [`NoVerification`] otherwise.
 
-pub mod guards;
 pub mod identity;
 pub mod ranges;
 pub mod updater;
@@ -14,8 +13,11 @@ pub mod verifier;
 
 use std::net::IpAddr;
 
+pub use crate::config::crawler::VerifierSettings;
+/// Rule 1 lives in the leaf `net::guards` (config applies it to `verified_bots` too).
+pub use crate::net::guards;
 pub use updater::{Updater, UpdaterSettings};
-pub use verifier::{Settings, Verifier};
+pub use verifier::Verifier;
 
 /// What is known about a request's claimed crawler identity. `name` is the identity's name
 /// (`googlebot`, or an operator-defined `reputation.verified_bots` entry's `name`).

@@ -29,29 +29,58 @@ pub const FEED_CAP: u64 = 4 << 20;
 /// Most ranges kept per crawler.
 pub const MAX_PER_CRAWLER: usize = 10_000;
 
-/// The vendor feeds of the built-in published-range identities.
-pub const FEEDS: &[(&str, &str)] = &[
-    (
-        "googlebot",
-        "https://developers.google.com/static/search/apis/ipranges/googlebot.json",
-    ),
-    ("bingbot", "https://www.bing.com/toolbox/bingbot.json"),
-    (
-        "applebot",
-        "https://search.developer.apple.com/applebot.json",
-    ),
-    ("gptbot", "https://openai.com/gptbot.json"),
-    ("chatgpt-user", "https://openai.com/chatgpt-user.json"),
-    ("oai-searchbot", "https://openai.com/searchbot.json"),
-    (
-        "perplexitybot",
-        "https://www.perplexity.ai/perplexitybot.json",
-    ),
-    (
-        "amazonbot",
-        "https://developer.amazon.com/amazonbot/live-ip-addresses/",
-    ),
-];
+pub use crate::config::bots::FEEDS;
+
+/// Why a range snapshot could not be used or written (the path is the snapshot's).
+#[derive(Debug)]
+pub enum SnapshotError {
+    /// Not the JSON form svc writes.
+    NotSnapshot(serde_json::Error),
+    /// The file at the path is not a snapshot.
+    Invalid(PathBuf, Box<SnapshotError>),
+    /// The file at the path could not be read or written.
+    Io(PathBuf, std::io::Error),
+}
+
+impl std::fmt::Display for SnapshotError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SnapshotError::NotSnapshot(e) => write!(f, "not a range snapshot: {e}"),
+            SnapshotError::Invalid(path, e) => write!(f, "{}: {e}", path.display()),
+            SnapshotError::Io(path, e) => write!(f, "{}: {e}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for SnapshotError {}
+
+/// Why one vendor feed gave no usable list.
+#[derive(Debug)]
+pub enum FeedError {
+    Fetch(crate::net::https::FetchError),
+    Status(u16),
+    NotUtf8,
+    Json(serde_json::Error),
+    NoPrefixes,
+    NoUsableRange { refused: usize },
+}
+
+impl std::fmt::Display for FeedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FeedError::Fetch(e) => write!(f, "{e}"),
+            FeedError::Status(s) => write!(f, "HTTP status {s}"),
+            FeedError::NotUtf8 => f.write_str("feed is not UTF-8"),
+            FeedError::Json(e) => write!(f, "feed is not valid JSON: {e}"),
+            FeedError::NoPrefixes => f.write_str("feed has no \"prefixes\" array"),
+            FeedError::NoUsableRange { refused } => {
+                write!(f, "feed has no usable range ({refused} refused)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for FeedError {}
 
 /// The ranges of each published-range crawler.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -79,9 +108,8 @@ impl RangeSet {
     }
 
     /// Parses a snapshot file; ranges that fail the guards are dropped and counted.
-    pub fn parse(text: &str) -> Result<(RangeSet, usize), String> {
-        let f: File =
-            serde_json::from_str(text).map_err(|e| format!("not a range snapshot: {e}"))?;
+    pub fn parse(text: &str) -> Result<(RangeSet, usize), SnapshotError> {
+        let f: File = serde_json::from_str(text).map_err(SnapshotError::NotSnapshot)?;
         let mut out = RangeSet {
             generated: crate::text::for_log(&f.generated, 64).to_string(),
             ..RangeSet::default()
@@ -121,7 +149,7 @@ impl RangeSet {
 
     /// The disk snapshot when readable and valid, else the embedded one; crawlers missing
     /// from the disk snapshot keep the embedded list.
-    pub fn load(state: &Path) -> (RangeSet, Option<String>) {
+    pub fn load(state: &Path) -> (RangeSet, Option<SnapshotError>) {
         let mut base = RangeSet::embedded();
         let path = snapshot_path(state);
         match crate::fsutil::read_daemon_string(&path) {
@@ -135,10 +163,10 @@ impl RangeSet {
                     base.generated = disk.generated;
                     (base, None)
                 }
-                Err(e) => (base, Some(format!("{}: {e}", path.display()))),
+                Err(e) => (base, Some(SnapshotError::Invalid(path, Box::new(e)))),
             },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (base, None),
-            Err(e) => (base, Some(format!("{}: {e}", path.display()))),
+            Err(e) => (base, Some(SnapshotError::Io(path, e))),
         }
     }
 
@@ -185,18 +213,17 @@ fn checked<'a>(items: impl Iterator<Item = &'a str>) -> (Vec<Net>, usize) {
 /// (`{"prefixes": [{"ipv4Prefix": ".."}, {"ipv6Prefix": ".."}]}`), a JSON array of CIDR
 /// strings, or plain text with one CIDR per line (`#` comments). Returns the usable ranges
 /// and the refused count; an error when nothing usable is found.
-pub fn parse_feed(body: &[u8]) -> Result<(Vec<Net>, usize), String> {
-    let text = std::str::from_utf8(body).map_err(|_| "feed is not UTF-8".to_string())?;
+pub fn parse_feed(body: &[u8]) -> Result<(Vec<Net>, usize), FeedError> {
+    let text = std::str::from_utf8(body).map_err(|_| FeedError::NotUtf8)?;
     let trimmed = text.trim_start();
     let (nets, refused) = if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        let v: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| format!("feed is not valid JSON: {e}"))?;
+        let v: serde_json::Value = serde_json::from_str(text).map_err(FeedError::Json)?;
         let mut items: Vec<String> = Vec::new();
         let list = match &v {
             serde_json::Value::Array(a) => a.clone(),
             serde_json::Value::Object(o) => match o.get("prefixes") {
                 Some(serde_json::Value::Array(a)) => a.clone(),
-                _ => return Err("feed has no \"prefixes\" array".into()),
+                _ => return Err(FeedError::NoPrefixes),
             },
             _ => Vec::new(),
         };
@@ -222,7 +249,7 @@ pub fn parse_feed(body: &[u8]) -> Result<(Vec<Net>, usize), String> {
         )
     };
     if nets.is_empty() {
-        return Err(format!("feed has no usable range ({refused} refused)"));
+        return Err(FeedError::NoUsableRange { refused });
     }
     Ok((nets, refused))
 }
@@ -259,12 +286,12 @@ pub fn refresh(
         let client = Client::new(url, roots, timeout, FEED_CAP, 0);
         let got = client
             .get(url, &[("accept", "application/json, text/plain")])
-            .map_err(|e| e.to_string())
+            .map_err(FeedError::Fetch)
             .and_then(|f| {
                 if f.status == 200 {
                     parse_feed(&f.body)
                 } else {
-                    Err(format!("HTTP status {}", f.status))
+                    Err(FeedError::Status(f.status))
                 }
             });
         match got {
@@ -273,7 +300,7 @@ pub fn refresh(
                 out.crawlers.insert(name.clone(), nets);
                 r.updated.push(name.clone());
             }
-            Err(e) => r.failed.push((name.clone(), e)),
+            Err(e) => r.failed.push((name.clone(), e.to_string())),
         }
     }
     if !r.updated.is_empty() {
@@ -334,6 +361,14 @@ mod tests {
         assert!(parse_feed(b"{\"prefixes\":[{\"ipv4Prefix\":\"192.168.0.0/16\"}]}").is_err());
         assert!(parse_feed(b"<html>").is_err());
         assert!(parse_feed(&[0xff, 0xfe]).is_err());
+        // The texts of the error types are the former strings.
+        let e = |b: &[u8]| parse_feed(b).unwrap_err().to_string();
+        assert_eq!(e(b"<html>"), "feed has no usable range (1 refused)");
+        assert_eq!(e(&[0xff, 0xfe]), "feed is not UTF-8");
+        assert_eq!(e(b"{\"x\": 1}"), "feed has no \"prefixes\" array");
+        assert!(e(b"{").starts_with("feed is not valid JSON: "));
+        let snapshot = RangeSet::parse("[]").unwrap_err().to_string();
+        assert!(snapshot.starts_with("not a range snapshot: "), "{snapshot}");
     }
 
     #[test]

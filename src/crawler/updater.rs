@@ -13,29 +13,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::Mutex;
 
-use super::ranges::{self, RangeSet, Refresh};
+use super::ranges::{self, RangeSet, Refresh, SnapshotError};
 use super::verifier::Verifier;
 use crate::net::https::Roots;
 
-/// `reputation.bot_ranges`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UpdaterSettings {
-    pub enabled: bool,
-    pub interval_hours: u64,
-    /// Feed URL overrides by crawler name (`reputation.bot_ranges.urls`).
-    pub urls: Vec<(String, String)>,
-}
-
-impl Default for UpdaterSettings {
-    fn default() -> Self {
-        UpdaterSettings {
-            enabled: crate::config::keys::bool_default("reputation.bot_ranges.enabled"),
-            interval_hours: crate::config::keys::int_default("reputation.bot_ranges.interval_hours")
-                as u64,
-            urls: Vec::new(),
-        }
-    }
-}
+pub use crate::config::crawler::UpdaterSettings;
 
 /// Fetches every feed and writes the disk snapshot when any feed was usable. Returns the
 /// new set and what happened; `Err` only when the snapshot could not be written.
@@ -45,13 +27,13 @@ pub fn refresh_to_disk(
     roots: &Roots,
     timeout: Duration,
     now_rfc3339: &str,
-) -> Result<(RangeSet, Refresh), String> {
+) -> Result<(RangeSet, Refresh), SnapshotError> {
     let (base, _) = RangeSet::load(state);
     let feeds = ranges::feed_list(&settings.urls);
     let (set, r) = ranges::refresh(&base, &feeds, roots, timeout, now_rfc3339);
     if !r.updated.is_empty() {
         set.save(state)
-            .map_err(|e| format!("{}: {e}", ranges::snapshot_path(state).display()))?;
+            .map_err(|e| SnapshotError::Io(ranges::snapshot_path(state), e))?;
     }
     Ok((set, r))
 }
@@ -59,7 +41,7 @@ pub fn refresh_to_disk(
 impl Verifier {
     /// Re-reads the disk snapshot (falling back to the embedded one) and applies it;
     /// `ok` records the outcome of the refresh that wrote it for the metrics.
-    pub fn apply_snapshot(&self, state: &Path, ok: Option<bool>) -> Result<usize, String> {
+    pub fn apply_snapshot(&self, state: &Path, ok: Option<bool>) -> Result<usize, SnapshotError> {
         let (set, err) = RangeSet::load(state);
         let n = set.crawlers.values().map(Vec::len).sum();
         self.set_ranges(set);

@@ -37,7 +37,7 @@ use parking_lot::{Mutex, RwLock};
 use super::guards::under;
 use super::identity::{Identities, Identity};
 use super::ranges::RangeSet;
-use super::{BotCheck, BotOracle};
+use super::{BotCheck, BotOracle, VerifierSettings};
 use crate::clock::SharedClock;
 use crate::dns::{Lookup, Resolver};
 use crate::queue::{BoundedQueue, PopError, Registry, RowConfig, RowHandle};
@@ -69,16 +69,6 @@ pub const RESULTS_MAX: usize = 65_536;
 pub const CLEANUP_EVERY_SECS: i64 = 3600;
 /// PTR names forward-checked per job at most.
 const MAX_PTR_NAMES: usize = 4;
-
-/// What the operator configured (`reputation.*` crawler keys), as the verifier takes it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Settings {
-    pub enabled: bool,
-    /// `reputation.verified_bots`.
-    pub operator: Vec<Identity>,
-    /// `reputation.dns_server`; `/etc/resolv.conf` when `None`.
-    pub dns_server: Option<std::net::SocketAddr>,
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Attempt {
@@ -222,13 +212,13 @@ struct Job {
 
 /// The configuration in force.
 struct Live {
-    settings: Settings,
+    settings: VerifierSettings,
     ids: Identities,
     resolver: Arc<Resolver>,
 }
 
 impl Live {
-    fn new(settings: Settings) -> Live {
+    fn new(settings: VerifierSettings) -> Live {
         Live {
             ids: Identities::new(&settings.operator),
             resolver: Arc::new(Resolver::from_config(settings.dns_server)),
@@ -315,7 +305,7 @@ fn secs(clock: &SharedClock) -> i64 {
 impl Verifier {
     /// Loads stored records, registers the queue row and starts the worker.
     pub fn start(
-        settings: Settings,
+        settings: VerifierSettings,
         ranges: RangeSet,
         clock: SharedClock,
         store: Store,
@@ -435,7 +425,7 @@ impl Verifier {
 
     /// Applies a new configuration. A change of `verified_bots` clears every record and
     /// cached result (spec rule 3).
-    pub fn reconfigure(&self, settings: Settings) {
+    pub fn reconfigure(&self, settings: VerifierSettings) {
         let reset = self.live.read().settings.operator != settings.operator;
         {
             let mut row = self.row.lock();

@@ -30,8 +30,8 @@ fn dir(tag: &str) -> std::path::PathBuf {
     d
 }
 
-fn settings(dns: &DnsServer, operator: Vec<Identity>) -> Settings {
-    Settings {
+fn settings(dns: &DnsServer, operator: Vec<Identity>) -> VerifierSettings {
+    VerifierSettings {
         enabled: true,
         operator,
         dns_server: Some(dns.addr()),
@@ -511,7 +511,7 @@ fn ranges_first_then_rdns_fallback_and_operator_ranges() {
     );
     assert!(f.registry.snapshot().contains_key(ROW));
     // Off: no claims at all, and no queue row.
-    f.v.reconfigure(Settings {
+    f.v.reconfigure(VerifierSettings {
         enabled: false,
         ..settings(&f.dns, vec![])
     });

@@ -156,7 +156,7 @@ pub static COMMANDS: &[Command] = &[
             let ok = args.get("refresh_ok").and_then(Value::as_bool);
             match c.crawler.apply_snapshot(&c.state_path, ok) {
                 Ok(n) => json!({ "ok": true, "prefixes": n }),
-                Err(e) => json!({ "error": e }),
+                Err(e) => json!({ "error": e.to_string() }),
             }
         },
     },

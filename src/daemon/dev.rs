@@ -141,7 +141,7 @@ fn config_in(dir: &Path) -> Result<(Config, DevTokens), DevError> {
         a = tokens.admin,
         r = tokens.read,
     );
-    let table = config::parse_str(&text).map_err(DevError::Config)?;
+    let table = config::parse_str(&text).map_err(|e| DevError::Config(e.to_string()))?;
     let mut cfg = config::from_table(&table, vec![]).map_err(|es| {
         DevError::Config(
             es.iter()

@@ -2,7 +2,7 @@
 //! address, and which attack-database event each address-carrying check records.
 //!
 //! Adding a collector that names addresses: add one line to [`ATTACK_EVIDENCE`]. Its
-//! findings then feed the attack database (`crate::threat`), and when `attacker` is true
+//! findings then feed the attack database (`threat`), and when `attacker` is true
 //! also automatic blocking and the enriched route's `block_ip`.
 
 use super::Finding;

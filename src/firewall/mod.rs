@@ -32,7 +32,6 @@
 pub mod control;
 pub mod duration;
 pub mod engine;
-pub mod net;
 pub mod netlink;
 pub mod rollback;
 pub mod script;
@@ -45,6 +44,8 @@ pub mod types;
 
 use std::sync::Arc;
 
+/// The address and range type lives in the leaf `net::cidr` (config parses it too).
+pub use crate::net::cidr as net;
 pub use engine::{
     Actor, AllowOutcome, BlockItem, CheckResult, Firewall, FirewallError, Listed, Outcome,
     PriorBlock, Refusal,

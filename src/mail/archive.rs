@@ -21,26 +21,7 @@ use std::sync::Arc;
 use super::mime::{sanitize_name, Reason};
 use super::staging::{Spill, Staging};
 
-/// Limits of one top-level archive.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ArchiveLimits {
-    pub max_bytes: u64,
-    pub max_files: usize,
-    pub max_ratio: u64,
-    pub max_depth: usize,
-}
-
-impl Default for ArchiveLimits {
-    fn default() -> Self {
-        ArchiveLimits {
-            // The defaults of `mail.archive_*` in the key table.
-            max_bytes: crate::config::keys::int_default("mail.archive_max_bytes") as u64,
-            max_files: crate::config::keys::int_default("mail.archive_max_files") as usize,
-            max_ratio: crate::config::keys::int_default("mail.archive_max_ratio") as u64,
-            max_depth: crate::config::keys::int_default("mail.archive_max_depth") as usize,
-        }
-    }
-}
+pub use crate::config::mail::ArchiveLimits;
 
 /// Below this many bytes a member is never a ratio bomb.
 pub const RATIO_FLOOR: u64 = 1024 * 1024;

@@ -12,77 +12,15 @@
 //!   short lock on memory only.
 
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use parking_lot::Mutex;
 use serde::Serialize;
 
-/// Where clamd listens.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Endpoint {
-    Unix(PathBuf),
-    Tcp(SocketAddr),
-}
-
-impl std::fmt::Display for Endpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Endpoint::Unix(p) => write!(f, "{}", crate::text::escape_path(p)),
-            Endpoint::Tcp(a) => write!(f, "{a}"),
-        }
-    }
-}
-
-impl Endpoint {
-    /// An absolute socket path, or `host:port` whose host is a loopback address or
-    /// `localhost`.
-    pub fn parse(s: &str) -> Result<Endpoint, String> {
-        let s = s.trim();
-        if s.starts_with('/') {
-            return Ok(Endpoint::Unix(PathBuf::from(s)));
-        }
-        let (host, port) = s
-            .rsplit_once(':')
-            .ok_or("must be an absolute socket path or a loopback host:port")?;
-        let port: u16 = port
-            .parse()
-            .map_err(|_| format!("{port:?} is not a port number"))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        let ip: IpAddr = if host.eq_ignore_ascii_case("localhost") {
-            IpAddr::from([127, 0, 0, 1])
-        } else {
-            host.parse()
-                .map_err(|_| format!("{host:?} is not an IP address or localhost"))?
-        };
-        if !ip.is_loopback() {
-            return Err(format!(
-                "{ip} is not a loopback address: mail content must not leave the host"
-            ));
-        }
-        Ok(Endpoint::Tcp(SocketAddr::new(ip, port)))
-    }
-
-    /// The socket clamd's own configuration names (`LocalSocket` in
-    /// `/etc/clamav/clamd.conf`), else Debian's default path.
-    pub fn detect() -> Endpoint {
-        let conf =
-            crate::fsutil::read_daemon_string(std::path::Path::new("/etc/clamav/clamd.conf"))
-                .unwrap_or_default();
-        for line in conf.lines() {
-            let mut it = line.split_whitespace();
-            if it.next() == Some("LocalSocket") {
-                if let Some(p) = it.next().filter(|p| p.starts_with('/')) {
-                    return Endpoint::Unix(PathBuf::from(p));
-                }
-            }
-        }
-        Endpoint::Unix(PathBuf::from("/run/clamav/clamd.ctl"))
-    }
-}
+pub use crate::config::mail::Endpoint;
 
 /// Why a clamd call failed.
 #[derive(Debug)]

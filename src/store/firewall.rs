@@ -4,7 +4,7 @@
 //!
 //! Times are microseconds since the Unix epoch; `expires` NULL means permanent. An `ip` is
 //! an address (`192.0.2.7`) or a CIDR range (`198.51.100.0/24`), in the canonical form
-//! `firewall::net::Net` prints (the store does not import `firewall`).
+//! `net::cidr::Net` prints (the firewall's `Net`; the store does not import `firewall`).
 
 use rusqlite::{params, Connection, OptionalExtension};
 

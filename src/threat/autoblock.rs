@@ -87,7 +87,7 @@ pub enum Diverted {
 }
 
 /// Routes an address about to be blocked to another response (the proof-of-work
-/// challenge, `crate::challenge`) instead of a block.
+/// challenge of `challenge`, which implements it) instead of a block.
 pub trait Diversion: Send + Sync {
     /// What became of `ip`, about to be blocked for `check` (a check name, or
     /// `ip_reputation` / `local_threat_score` for verdict scores).

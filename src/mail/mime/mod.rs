@@ -36,40 +36,7 @@ use super::decode::{Base64Decoder, QpDecoder};
 use super::staging::{Spill, SpillError, Staging};
 use lines::{LineSrc, Piece};
 
-/// Limits of one message's extraction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// Deepest MIME nesting (multiparts and attached messages) walked; deeper entities are
-    /// scanned as one leaf.
-    pub max_depth: usize,
-    /// Most leaf parts extracted (interpretations and archive members not counted).
-    pub max_parts: usize,
-    /// Most decoded bytes per message, all parts, interpretations and archive members.
-    pub max_extract_bytes: u64,
-    /// Most extra base64 interpretations per message (the spec fixes 16).
-    pub max_interpretations: usize,
-    /// Largest header block.
-    pub max_header_bytes: usize,
-    /// A part stays in memory up to this size, then moves to a staged file.
-    pub mem_part_bytes: usize,
-}
-
-/// The spec's limit of extra base64 interpretations per message.
-pub const MAX_INTERPRETATIONS: usize = 16;
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            // The configurable limits take their defaults from the key table.
-            max_depth: crate::config::keys::int_default("mail.max_depth") as usize,
-            max_parts: crate::config::keys::int_default("mail.max_parts") as usize,
-            max_extract_bytes: crate::config::keys::int_default("mail.max_extract_bytes") as u64,
-            max_interpretations: MAX_INTERPRETATIONS,
-            max_header_bytes: 256 * 1024,
-            mem_part_bytes: 1024 * 1024,
-        }
-    }
-}
+pub use crate::config::mail::{Limits, MAX_INTERPRETATIONS};
 
 /// Why a message was scanned incompletely.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

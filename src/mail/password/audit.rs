@@ -67,40 +67,7 @@ pub const AUDIT_REVISION: u32 = 1;
 /// `kv` key of the fingerprint key.
 const FP_KEY: &str = "mail_password_fp_key";
 
-/// Settings of the audit (`[mail]` keys, live).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AuditSettings {
-    /// `mail.password_audit`.
-    pub enabled: bool,
-    /// `mail.password_files` (globs).
-    pub files: Vec<std::path::PathBuf>,
-    /// `mail.password_check_interval_min`.
-    pub interval_min: u64,
-    /// `mail.password_slow_candidates`: bundled-list entries tried on slow schemes.
-    pub slow_candidates: usize,
-    /// `mail.password_audit_scan_minutes`: time one deep scan gives the audit.
-    pub scan_minutes: u64,
-    /// `mail.breach_api` (empty: off).
-    pub breach_api: String,
-}
-
-impl Default for AuditSettings {
-    fn default() -> Self {
-        AuditSettings {
-            // The defaults of the `mail.password_*` keys; no files (the configuration's
-            // default list is read by `config::mail`).
-            enabled: crate::config::keys::bool_default("mail.password_audit"),
-            files: Vec::new(),
-            interval_min: crate::config::keys::int_default("mail.password_check_interval_min")
-                as u64,
-            slow_candidates: crate::config::keys::int_default("mail.password_slow_candidates")
-                as usize,
-            scan_minutes: crate::config::keys::int_default("mail.password_audit_scan_minutes")
-                as u64,
-            breach_api: String::new(),
-        }
-    }
-}
+pub use crate::config::mail::AuditSettings;
 
 /// Cost units from which a scheme counts as slow (bcrypt, Argon2, SHA-crypt with many rounds).
 pub const SLOW_UNITS: u64 = 10_000;

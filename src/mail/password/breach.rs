@@ -32,6 +32,29 @@ pub fn count_in(answer: &str, suffix: &str) -> u64 {
     0
 }
 
+/// Why the range API gave no count (never naming the prefix or the password).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BreachError {
+    /// The request failed: the client's message with the prefix masked.
+    Call(String),
+    /// An answer other than 200.
+    Status(u16),
+    /// The answer could not be read within [`MAX_ANSWER_BYTES`].
+    Unreadable,
+}
+
+impl std::fmt::Display for BreachError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BreachError::Call(m) => write!(f, "breach API: {m}"),
+            BreachError::Status(s) => write!(f, "breach API answered {s}"),
+            BreachError::Unreadable => f.write_str("breach API: unreadable answer"),
+        }
+    }
+}
+
+impl std::error::Error for BreachError {}
+
 /// A configured range API.
 pub struct BreachApi {
     base: String,
@@ -58,7 +81,7 @@ impl BreachApi {
 
     /// How often `password` appears in the breach corpus; `None` when the API did not
     /// answer usefully (logged by the caller without any secret).
-    pub fn count(&self, password: &[u8]) -> Result<u64, String> {
+    pub fn count(&self, password: &[u8]) -> Result<u64, BreachError> {
         let (prefix, suffix) = split_sha1(password);
         let url = format!("{}{prefix}", self.base);
         let resp = self
@@ -66,17 +89,17 @@ impl BreachApi {
             .get(&url)
             .header("Add-Padding", "true")
             .call()
-            .map_err(|e| format!("breach API: {}", e.to_string().replace(&prefix, "<prefix>")))?;
+            .map_err(|e| BreachError::Call(e.to_string().replace(&prefix, "<prefix>")))?;
         let status = resp.status().as_u16();
         if status != 200 {
-            return Err(format!("breach API answered {status}"));
+            return Err(BreachError::Status(status));
         }
         let body = resp
             .into_body()
             .with_config()
             .limit(MAX_ANSWER_BYTES)
             .read_to_string()
-            .map_err(|_| "breach API: unreadable answer".to_string())?;
+            .map_err(|_| BreachError::Unreadable)?;
         Ok(count_in(&body, &suffix))
     }
 }

@@ -25,7 +25,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::Env;
 use crate::config::threat::{FeedConfig, ReputationConfig};
-use crate::firewall::net::Net;
+use crate::net::cidr::Net;
 use crate::net::https::{Client, FetchError, Roots};
 use crate::store::kv;
 use crate::store::threat::{load_feed, replace_feed};

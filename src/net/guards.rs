@@ -32,6 +32,64 @@ pub struct Net {
     pub len: u8,
 }
 
+/// Why a text is not a usable crawler range.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RangeError {
+    /// Not an address or `address/length`.
+    NotCidr(String),
+    /// A prefix length that is not canonical digits within the family's width.
+    Prefix(String),
+    /// Bits set after the prefix.
+    HostBits(String),
+    /// Broader than the shortest accepted prefix (the second field).
+    Broad(Net, u8),
+    /// IPv6 outside global unicast (2000::/3).
+    NotPublic(Net),
+    /// Overlaps the non-public range of the second field.
+    Overlaps(Net, Net),
+}
+
+impl fmt::Display for RangeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RangeError::NotCidr(s) => write!(f, "{s:?} is not a CIDR range"),
+            RangeError::Prefix(s) => write!(f, "{s:?} has an invalid prefix length"),
+            RangeError::HostBits(s) => write!(f, "{s:?} has host bits set"),
+            RangeError::Broad(net, min) => write!(f, "{net} is broader than /{min}"),
+            RangeError::NotPublic(net) => write!(f, "{net} is not public address space"),
+            RangeError::Overlaps(net, range) => {
+                write!(f, "{net} overlaps non-public range {range}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RangeError {}
+
+/// Why a text is not a usable reverse-DNS suffix (the text as given in each).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SuffixError {
+    NotHostName(String),
+    PublicSuffix(String),
+    SharedHosting { raw: String, suffix: String },
+}
+
+impl fmt::Display for SuffixError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SuffixError::NotHostName(raw) => write!(f, "{raw:?} is not a host name"),
+            SuffixError::PublicSuffix(raw) => {
+                write!(f, "{raw:?} is a public suffix, not a registrable domain")
+            }
+            SuffixError::SharedHosting { raw, suffix } => {
+                write!(f, "{raw:?} is under the shared-hosting suffix {suffix:?}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SuffixError {}
+
 fn mask_v4(a: Ipv4Addr, len: u8) -> u32 {
     let m = if len == 0 {
         0
@@ -79,23 +137,21 @@ impl fmt::Display for Net {
 }
 
 impl FromStr for Net {
-    type Err = String;
+    type Err = RangeError;
     /// Syntax only: `addr/len` with host bits clear, or a bare address.
-    fn from_str(s: &str) -> Result<Net, String> {
+    fn from_str(s: &str) -> Result<Net, RangeError> {
         let s = s.trim();
         let (a, l) = match s.split_once('/') {
             Some((a, l)) => (a, Some(l)),
             None => (s, None),
         };
-        let addr: IpAddr = a
-            .parse()
-            .map_err(|_| format!("{s:?} is not a CIDR range"))?;
+        let addr: IpAddr = a.parse().map_err(|_| RangeError::NotCidr(s.to_string()))?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let len = match l {
             None => max,
-            Some(l) => match crate::firewall::net::prefix_len(l, max) {
+            Some(l) => match super::cidr::prefix_len(l, max) {
                 Some(n) => n,
-                None => return Err(format!("{s:?} has an invalid prefix length")),
+                None => return Err(RangeError::Prefix(s.to_string())),
             },
         };
         let clean = match addr {
@@ -103,7 +159,7 @@ impl FromStr for Net {
             IpAddr::V6(v6) => mask_v6(v6, len) == u128::from(v6),
         };
         if !clean {
-            return Err(format!("{s:?} has host bits set"));
+            return Err(RangeError::HostBits(s.to_string()));
         }
         Ok(Net { addr, len })
     }
@@ -140,31 +196,31 @@ fn forbidden() -> &'static [Net] {
 }
 
 /// Why a range is refused, or `None` when it may be used.
-pub fn check_range(net: &Net) -> Result<(), String> {
+pub fn check_range(net: &Net) -> Result<(), RangeError> {
     match net.addr {
         IpAddr::V4(_) if net.len < MIN_V4_PREFIX => {
-            return Err(format!("{net} is broader than /{MIN_V4_PREFIX}"))
+            return Err(RangeError::Broad(*net, MIN_V4_PREFIX))
         }
         IpAddr::V6(_) if net.len < MIN_V6_PREFIX => {
-            return Err(format!("{net} is broader than /{MIN_V6_PREFIX}"))
+            return Err(RangeError::Broad(*net, MIN_V6_PREFIX))
         }
         IpAddr::V6(v6) => {
             // Global unicast only (2000::/3): excludes ::1, ::, mapped, ULA, link-local,
             // multicast.
             if v6.segments()[0] & 0xe000 != 0x2000 {
-                return Err(format!("{net} is not public address space"));
+                return Err(RangeError::NotPublic(*net));
             }
         }
         IpAddr::V4(_) => {}
     }
     if let Some(f) = forbidden().iter().find(|f| f.overlaps(net)) {
-        return Err(format!("{net} overlaps non-public range {f}"));
+        return Err(RangeError::Overlaps(*net, *f));
     }
     Ok(())
 }
 
 /// Parses and checks one range.
-pub fn parse_range(s: &str) -> Result<Net, String> {
+pub fn parse_range(s: &str) -> Result<Net, RangeError> {
     let n: Net = s.parse()?;
     check_range(&n)?;
     Ok(n)
@@ -227,7 +283,7 @@ pub fn is_public_suffix(name: &str) -> bool {
 }
 
 /// Normalises and checks one `rdns_suffixes` entry: lower case, no leading or trailing dot.
-pub fn check_rdns_suffix(raw: &str) -> Result<String, String> {
+pub fn check_rdns_suffix(raw: &str) -> Result<String, SuffixError> {
     let name = raw
         .trim()
         .trim_start_matches('.')
@@ -243,20 +299,19 @@ pub fn check_rdns_suffix(raw: &str) -> Result<String, String> {
                 && !l.ends_with('-')
         });
     if !valid {
-        return Err(format!("{raw:?} is not a host name"));
+        return Err(SuffixError::NotHostName(raw.to_string()));
     }
     if is_public_suffix(&name) {
-        return Err(format!(
-            "{raw:?} is a public suffix, not a registrable domain"
-        ));
+        return Err(SuffixError::PublicSuffix(raw.to_string()));
     }
     let s = suffixes();
     let mut cur = name.as_str();
     loop {
         if s.shared.contains(cur) {
-            return Err(format!(
-                "{raw:?} is under the shared-hosting suffix {cur:?}"
-            ));
+            return Err(SuffixError::SharedHosting {
+                raw: raw.to_string(),
+                suffix: cur.to_string(),
+            });
         }
         match cur.split_once('.') {
             Some((_, parent)) => cur = parent,
@@ -277,6 +332,36 @@ pub fn under(host: &str, suffix: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusals_read_as_before_the_error_types() {
+        let range = |s: &str| parse_range(s).unwrap_err().to_string();
+        assert_eq!(range("nonsense"), "\"nonsense\" is not a CIDR range");
+        assert_eq!(
+            range("66.249.64.0/33"),
+            "\"66.249.64.0/33\" has an invalid prefix length"
+        );
+        assert_eq!(
+            range("66.249.64.1/27"),
+            "\"66.249.64.1/27\" has host bits set"
+        );
+        assert_eq!(range("2.0.0.0/7"), "2.0.0.0/7 is broader than /8");
+        assert_eq!(range("fe80::/64"), "fe80::/64 is not public address space");
+        assert_eq!(
+            range("10.1.0.0/16"),
+            "10.1.0.0/16 overlaps non-public range 10.0.0.0/8"
+        );
+        let suffix = |s: &str| check_rdns_suffix(s).unwrap_err().to_string();
+        assert_eq!(suffix("a..b"), "\"a..b\" is not a host name");
+        assert_eq!(
+            suffix("co.uk"),
+            "\"co.uk\" is a public suffix, not a registrable domain"
+        );
+        assert_eq!(
+            suffix("me.github.io"),
+            "\"me.github.io\" is under the shared-hosting suffix \"github.io\""
+        );
+    }
 
     #[test]
     fn suffixes_must_be_registrable_and_not_shared() {

@@ -260,22 +260,40 @@ pub struct PortRange {
     pub hi: u16,
 }
 
+/// Why a text is not a port or a port range.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PortRangeError {
+    /// A part that is not a number from 1 to 65535.
+    Port(String),
+    /// `high-low`.
+    Downwards(String),
+}
+
+impl fmt::Display for PortRangeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PortRangeError::Port(t) => write!(f, "{t:?} is not a port from 1 to 65535"),
+            PortRangeError::Downwards(s) => write!(f, "{s:?}: the range must go upwards"),
+        }
+    }
+}
+
+impl std::error::Error for PortRangeError {}
+
 impl PortRange {
     /// Parses `443` or `30000-35000`.
-    pub fn parse(s: &str) -> Result<PortRange, String> {
+    pub fn parse(s: &str) -> Result<PortRange, PortRangeError> {
         let s = s.trim();
-        let one = |t: &str| -> Result<u16, String> {
-            match t.trim().parse::<u16>() {
-                Ok(p) if p > 0 => Ok(p),
-                _ => Err(format!("{t:?} is not a port from 1 to 65535")),
-            }
+        let one = |t: &str| match t.trim().parse::<u16>() {
+            Ok(p) if p > 0 => Ok(p),
+            _ => Err(PortRangeError::Port(t.to_string())),
         };
         match s.split_once('-') {
             None => one(s).map(|p| PortRange { lo: p, hi: p }),
             Some((a, b)) => {
                 let (lo, hi) = (one(a)?, one(b)?);
                 if lo > hi {
-                    return Err(format!("{s:?}: the range must go upwards"));
+                    return Err(PortRangeError::Downwards(s.to_string()));
                 }
                 Ok(PortRange { lo, hi })
             }
@@ -409,5 +427,13 @@ mod tests {
         assert!(PortRange::parse("70000").is_err());
         assert!(PortRange::parse("9-3").is_err());
         assert!(PortRange::parse("x").is_err());
+        assert_eq!(
+            PortRange::parse("0").unwrap_err().to_string(),
+            "\"0\" is not a port from 1 to 65535"
+        );
+        assert_eq!(
+            PortRange::parse(" 9-3 ").unwrap_err().to_string(),
+            "\"9-3\": the range must go upwards"
+        );
     }
 }
