@@ -13,6 +13,7 @@ mod backups;
 pub mod body;
 pub mod capabilities;
 mod challenge;
+pub mod console;
 pub mod csv;
 mod data;
 pub mod daterange;

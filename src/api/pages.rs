@@ -1,4 +1,4 @@
-//! Browser pages: login form, login, logout, and the authenticated index page.
+//! Browser login form, login and logout. The authenticated pages: [`super::console`].
 
 use crate::config::Scope;
 use crate::http::{Request, Response};
@@ -8,16 +8,7 @@ use super::auth::{Caller, FailReason, Via};
 use super::sessions::COOKIE;
 use super::App;
 
-const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'";
-
-fn html(status: u16, body: String) -> Response {
-    Response::new(status, "text/html; charset=utf-8", body.into_bytes())
-        .with_header("Content-Security-Policy", CSP)
-        .with_header("X-Frame-Options", "DENY")
-        // `same-origin`, not `no-referrer`: with no-referrer Chromium sends `Origin: null`
-        // on the login form's post; other sites still get no referrer (decision 285).
-        .with_header("Referrer-Policy", "same-origin")
-}
+use super::console::html;
 
 /// Escapes text for HTML element content and attribute values.
 pub fn escape(s: &str) -> String {
@@ -38,7 +29,7 @@ pub fn escape(s: &str) -> String {
 pub fn login_form(_app: &App, _req: &Request, _c: &Caller) -> Response {
     html(
         200,
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>svc login</title></head>\n<body>\n<h1>svc</h1>\n<form method=\"post\" action=\"/login\">\n<label for=\"token\">Admin token</label>\n<input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" required>\n<button type=\"submit\">Log in</button>\n</form>\n</body></html>\n".to_string(),
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>svc login</title>\n<link rel=\"stylesheet\" href=\"/assets/console.css\">\n<link rel=\"icon\" href=\"/assets/icon.svg\"></head>\n<body>\n<main id=\"main\"><h1>svc</h1>\n<form method=\"post\" action=\"/login\">\n<label for=\"token\">Admin token</label>\n<input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" required>\n<button type=\"submit\">Log in</button>\n</form></main>\n</body></html>\n".to_string(),
     )
 }
 
@@ -117,15 +108,4 @@ pub fn logout(app: &App, req: &Request, c: &Caller) -> Response {
         Response::json(200, &serde_json::json!({ "ok": true }))
     };
     resp.with_header("Set-Cookie", clear_cookie())
-}
-
-pub fn index(app: &App, _req: &Request, c: &Caller) -> Response {
-    let csrf = c.session.as_ref().map(|(_, t)| t.as_str()).unwrap_or("");
-    let body = format!(
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<meta name=\"csrf-token\" content=\"{csrf}\">\n<title>svc</title></head>\n<body>\n<h1>svc {version}</h1>\n<p>Signed in as <strong>{name}</strong>.</p>\n<ul><li><a href=\"/api/v1/status\">Status (JSON)</a></li><li><a href=\"/api/v1/health\">Health (JSON)</a></li></ul>\n<form method=\"post\" action=\"/logout\"><input type=\"hidden\" name=\"csrf_token\" value=\"{csrf}\"><button type=\"submit\">Log out</button></form>\n</body></html>\n",
-        csrf = escape(csrf),
-        version = escape(app.runtime.version),
-        name = escape(&c.name),
-    );
-    html(200, body)
 }

@@ -5,7 +5,7 @@ use crate::http::{Handler, Request, Response};
 
 use super::audit::Entry;
 use super::auth::{Caller, FailReason, Via};
-use super::{challenge, events, findings, incident, pages, session_routes, status, App};
+use super::{challenge, console, events, findings, incident, pages, session_routes, status, App};
 
 /// Who may call a route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -354,7 +354,20 @@ pub static ROUTES: &[Route] = &[
         access: Access::Authenticated,
         action: "logout",
     },
-    get!("/", Access::Page, pages::index),
+    // The web console (console/): one shell per page, its assets public (no data in them).
+    get!("/", Access::Page, console::page),
+    get!("/findings", Access::Page, console::page),
+    get!("/history", Access::Page, console::page),
+    get!("/incidents", Access::Page, console::page),
+    get!("/threat", Access::Page, console::page),
+    get!("/waf", Access::Page, console::page),
+    get!("/waf/rules", Access::Page, console::page),
+    get!("/email", Access::Page, console::page),
+    get!("/firewall", Access::Page, console::page),
+    get!("/quarantine", Access::Page, console::page),
+    get!("/sessions", Access::Page, console::page),
+    get!("/audit", Access::Page, console::page),
+    get!("/assets/*", Access::Public, console::asset),
 ];
 
 /// A route path matches segment by segment; a `*` segment matches one non-empty segment.

@@ -5,6 +5,7 @@
     reason = "test and benchmark fixtures are built with plain std::fs calls, as an attacker would"
 )]
 
+pub mod browser;
 pub mod dnsserver;
 pub mod mmdb;
 
