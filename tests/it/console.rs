@@ -315,7 +315,7 @@ fn the_console_works_in_headless_chromium() {
     b.eval_until(
         &s,
         "document.querySelector('button[data-escalation=\"900112\"]')?.textContent",
-        |v| v == "Turn escalation on",
+        |v| v == "Turn on",
     );
     assert_eq!(b.eval(&s, toggle).unwrap(), "clicked");
     wait_until(30, "escalation of 900112 on", || {

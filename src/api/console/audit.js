@@ -6,7 +6,7 @@ mount(lazy('Audit entries', async () => {
   return [table([
     { label: 'Time', get: (e) => time(e.at) }, { label: 'Actor', get: (e) => e.actor },
     { label: 'Via', get: (e) => e.via }, { label: 'Action', get: (e) => e.action },
-    { label: 'Target', get: (e) => e.target || '' }, { label: 'Outcome', get: (e) => state(e.outcome) },
-    { label: 'From', get: (e) => e.remote_ip || '' },
+    { label: 'Target', wide: true, get: (e) => e.target || '' }, { label: 'Outcome', get: (e) => state(e.outcome) },
+    { label: 'From', wide: true, get: (e) => e.remote_ip || '' },
   ], r.items || [], { empty: 'No audit entries.' }), pager(r)];
 }));

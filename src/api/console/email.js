@@ -53,9 +53,9 @@ function quarantine() {
     return [table([
       { label: 'Quarantined', get: (m) => time(m.quarantined_at) },
       { label: 'State', get: (m) => state(m.state) },
-      { label: 'From', get: (m) => m.sender || '' },
-      { label: 'To', get: (m) => (m.recipients || []).join(', ') },
-      { label: 'Subject', get: (m) => m.subject || '' },
+      { label: 'From', wide: true, get: (m) => m.sender || '' },
+      { label: 'To', wide: true, get: (m) => (m.recipients || []).join(', ') },
+      { label: 'Subject', wide: true, get: (m) => m.subject || '' },
       { label: 'Verdicts', get: (m) => (m.verdicts || []).map((v) => `${v.engine}: ${v.signature}${v.name ? ' in ' + v.name : ''}`).join('; ') },
       { label: 'Size', get: (m) => num(m.size) },
       { label: 'Actions', get: (m) => (m.error ? [h('div', { class: 'error' }, m.error), act(m, 'release'), ' ', act(m, 'delete')] : [act(m, 'release'), ' ', act(m, 'delete')]) },

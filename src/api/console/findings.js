@@ -24,7 +24,7 @@ async function open(f) {
     ]),
     (d.actions || []).length ? [h('h3', {}, 'History of actions'), table([
       { label: 'Time', get: (a) => time(a.at) }, { label: 'Action', get: (a) => a.action || a.kind || '' },
-      { label: 'By', get: (a) => a.actor || a.by || '' }, { label: 'Detail', get: (a) => a.detail || a.reason || a.outcome || '' },
+      { label: 'By', get: (a) => a.actor || a.by || '' }, { label: 'Detail', wide: true, get: (a) => a.detail || a.reason || a.outcome || '' },
     ], d.actions)] : null,
     // block_ip: offered by the enriched route for findings whose address can be blocked.
     f.block_ip ? h('div', { class: 'row' }, action(`Block ${f.block_ip.ip || f.ip} for 24 h`, async () => {
@@ -63,7 +63,7 @@ async function load() {
       h('p', { class: 'muted' }, `${num(r.total)} active (critical ${sc.critical ?? 0}, high ${sc.high ?? 0}, warning ${sc.warning ?? 0}); ${items.length} shown. Select a row for details.`),
       table([
         { label: 'Severity', get: (f) => sev(f.severity) }, { label: 'Check', get: (f) => f.check },
-        { label: 'Message', get: (f) => f.message }, { label: 'Account', get: (f) => f.account || '' },
+        { label: 'Message', wide: true, get: (f) => f.message }, { label: 'Account', get: (f) => f.account || '' },
         { label: 'Last seen', get: (f) => time(f.last_seen) }, { label: 'Count', get: (f) => num(f.count) },
       ], items, {
         empty: 'No active finding matches.',

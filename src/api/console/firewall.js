@@ -16,7 +16,7 @@ function overview() {
         ['Sets', Object.entries(s.sets || {}).map(([k, v]) => `${k} ${v}`).join(', ')],
       ]),
       Array.isArray(s.allows) && s.allows.length ? [h('h3', {}, 'Allowed'), table([
-        { label: 'Address or range', get: (a) => a.ip || a.range || String(a) }, { label: 'Reason', get: (a) => a.reason || '' },
+        { label: 'Address or range', get: (a) => a.ip || a.range || String(a) }, { label: 'Reason', wide: true, get: (a) => a.reason || '' },
         { label: 'Expires', get: (a) => (a.expires_at ? time(a.expires_at) : 'never') },
         { label: '', get: (a) => action('Remove', async () => { await post('firewall/remove-allow', { ip: a.ip }); toast(`Removed allow ${a.ip}`); }) },
       ], s.allows)] : null,
@@ -31,7 +31,7 @@ function blocks() {
     return [
       h('div', { class: 'row' }, action('Remove all temporary blocks', async () => { const x = await post('firewall/flush'); toast(`${x.removed} removed`); reload(); }, { confirm: 'Confirm flush', danger: true })),
       table([
-        { label: 'Address', get: (b) => b.ip }, { label: 'Reason', get: (b) => b.reason || '' }, { label: 'Source', get: (b) => b.source || '' },
+        { label: 'Address', get: (b) => b.ip }, { label: 'Reason', wide: true, get: (b) => b.reason || '' }, { label: 'Source', get: (b) => b.source || '' },
         { label: 'Since', get: (b) => time(b.created_at) }, { label: 'Expires', get: (b) => (b.permanent ? 'never' : time(b.expires_at)) },
         { label: 'Dry run', get: (b) => yes(!!b.dry_run) },
         { label: '', get: (b) => action(isNet(b) ? 'Remove subnet' : 'Unblock', async () => {

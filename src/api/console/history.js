@@ -20,7 +20,7 @@ try {
     h('p', { class: 'muted' }, `${num(r.total)} match(es)${r.search_capped ? ' (search stopped at its scan cap: narrow the dates)' : ''}.`),
     table([
       { label: 'Time', get: (x) => time(x.at) }, { label: 'Severity', get: (x) => sev(x.severity) },
-      { label: 'Check', get: (x) => x.check }, { label: 'Message', get: (x) => x.message },
+      { label: 'Check', get: (x) => x.check }, { label: 'Message', wide: true, get: (x) => x.message },
       { label: 'Account', get: (x) => x.account || '' }, { label: 'Address', get: (x) => x.ip || '' },
     ], r.items || [], { empty: 'No history matches.' }),
     pager(r));

@@ -11,13 +11,13 @@ async function timeline() {
     table([
       { label: 'Id', get: (i) => String(i.id) }, { label: 'State', get: (i) => state(i.state) },
       { label: 'Severity', get: (i) => sev(i.severity) }, { label: 'Key', get: (i) => `${i.kind} ${i.key}` },
-      { label: 'Checks', get: (i) => (i.checks || []).join(', ') }, { label: 'Findings', get: (i) => num(i.count) },
+      { label: 'Checks', wide: true, get: (i) => (i.checks || []).join(', ') }, { label: 'Findings', get: (i) => num(i.count) },
       { label: 'First', get: (i) => time(i.first_seen) }, { label: 'Last', get: (i) => time(i.last_seen) },
     ], r.incidents || [], { empty: 'No incident in the window.' }),
     h('h3', {}, `Timeline (${num(r.total)} event(s) in ${r.hours} h${r.truncated ? ', cut' : ''})`),
     table([
       { label: 'Time', get: (x) => time(x.at) }, { label: 'Severity', get: (x) => sev(x.severity) },
-      { label: 'Check', get: (x) => x.check }, { label: 'Message', get: (x) => x.message },
+      { label: 'Check', get: (x) => x.check }, { label: 'Message', wide: true, get: (x) => x.message },
     ], r.items || [], { empty: 'No events.' }),
   ];
 }

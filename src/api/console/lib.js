@@ -82,13 +82,16 @@ export function kv(pairs) {
   return h('dl', { class: 'kv' }, pairs.filter(Boolean).map(([k, v]) => [h('dt', {}, k), h('dd', {}, v ?? '—')]));
 }
 
-/** A table of `rows`; columns `{label, get(row)}`; narrow screens show labelled cards. */
+/**
+ * A table of `rows`; columns `{label, get(row), wide?}` (`wide`: long text that may break
+ * anywhere); narrow screens show labelled cards.
+ */
 export function table(cols, rows, { empty = 'Nothing to show.', rowAttrs } = {}) {
   if (!rows.length) return h('p', { class: 'muted' }, empty);
   return h('table', {},
     h('thead', {}, h('tr', {}, cols.map((c) => h('th', { scope: 'col' }, c.label)))),
     h('tbody', {}, rows.map((r) => h('tr', rowAttrs ? rowAttrs(r) : {},
-      cols.map((c) => h('td', { 'data-label': c.label }, c.get(r)))))));
+      cols.map((c) => h('td', { 'data-label': c.label, class: c.wide ? 'wide' : null }, c.get(r)))))));
 }
 
 /**

@@ -15,9 +15,9 @@ mount(preview, lazy('Quarantined files', async () => {
   const r = await api('quarantine');
   return table([
     { label: 'Quarantined', get: (q) => time(q.quarantined_at) },
-    { label: 'Original path', get: (q) => q.original_path },
+    { label: 'Original path', wide: true, get: (q) => q.original_path },
     { label: 'Check', get: (q) => q.check },
-    { label: 'Reason', get: (q) => q.reason || '' },
+    { label: 'Reason', wide: true, get: (q) => q.reason || '' },
     { label: 'Account', get: (q) => q.account || '' },
     { label: 'Restored', get: (q) => (q.restored_at ? time(q.restored_at) : 'no') },
     { label: '', get: (q) => { const b = h('button', { type: 'button' }, 'Preview'); b.addEventListener('click', () => show(q)); return b; } },

@@ -25,11 +25,11 @@ function rules(manage) {
     };
     const escalation = (x) => {
       const on = !excluded.has(x.id);
-      return [state(on ? 'on' : 'off'), ' ', action(on ? 'Turn escalation off' : 'Turn escalation on', async () => {
+      return [state(on ? 'on' : 'off'), ' ', action(on ? 'Turn off' : 'Turn on', async () => {
         const a = await post('waf/rules/escalation', { rule_id: x.id, escalation: !on });
         toast(`Rule ${a.rule_id}: escalation ${a.escalation ? 'on' : 'off'}`);
         reload();
-      }, { attrs: { 'data-escalation': x.id } })];
+      }, { attrs: { 'data-escalation': x.id, 'aria-label': `Turn escalation of rule ${x.id} ${on ? 'off' : 'on'}` } })];
     };
     applyBtn = action('Apply', async () => {
       const disabled = items.filter((x) => (staged.has(x.id) ? !staged.get(x.id) : !x.enabled)).map((x) => x.id);
@@ -45,7 +45,7 @@ function rules(manage) {
       admin ? h('div', { class: 'row' }, applyBtn) : null,
       table([
         { label: 'Rule', get: (x) => String(x.id) },
-        { label: 'Description', get: (x) => x.description || '' },
+        { label: 'Description', wide: true, get: (x) => x.description || '' },
         { label: 'Action', get: (x) => x.action },
         { label: 'Hits (24 h)', get: (x) => num(x.hits_24h) },
         { label: 'Enabled', get: enable },

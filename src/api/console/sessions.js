@@ -12,7 +12,7 @@ mount(lazy('Browser sessions', async (reload) => {
       { label: 'Name', get: (s) => [s.name, s.current ? ' (this session)' : ''] },
       { label: 'Created', get: (s) => time(s.created) }, { label: 'Last seen', get: (s) => time(s.last_seen) },
       { label: 'Expires', get: (s) => time(s.expires) }, { label: 'Address', get: (s) => s.remote_ip },
-      { label: 'Browser', get: (s) => s.user_agent },
+      { label: 'Browser', wide: true, get: (s) => s.user_agent },
       { label: '', get: (s) => action('Revoke', async () => {
         await api('sessions/' + encodeURIComponent(s.id), { method: 'DELETE' });
         if (s.current) { location.assign('/login'); return; }

@@ -58,14 +58,14 @@ function lookup() {
         { label: 'Status', get: (s) => state(s.status) },
         { label: 'Score', get: (s) => (s.score === null ? '—' : String(s.score)) },
         { label: 'Weight', get: (s) => `${s.weight}%` },
-        { label: 'Reason', get: (s) => s.reason || '' },
+        { label: 'Reason', wide: true, get: (s) => s.reason || '' },
       ], r.sources || []),
       h('h3', {}, 'Recent events'),
       table([
         { label: 'Time', get: (e) => time(e.at) },
         { label: 'Type', get: (e) => e.type_label || e.type },
         { label: 'Check', get: (e) => e.check },
-        { label: 'Message', get: (e) => e.message },
+        { label: 'Message', wide: true, get: (e) => e.message },
       ], r.events || [], { empty: 'No events.' })];
   });
 }
@@ -127,7 +127,7 @@ function whitelist() {
       }),
       table([
         { label: 'Address', get: (w) => w.ip },
-        { label: 'Reason', get: (w) => w.reason || '' },
+        { label: 'Reason', wide: true, get: (w) => w.reason || '' },
         { label: 'Added', get: (w) => time(w.created_at) },
         { label: 'Expires', get: (w) => (w.permanent ? 'never' : time(w.expires_at)) },
         { label: '', get: (w) => action('Remove', async () => { await change('threat/unwhitelist-ip', { ip: w.ip }, `Removed ${w.ip} from the whitelist`, reload); }) },

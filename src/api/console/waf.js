@@ -39,7 +39,7 @@ const eventCols = [
   { label: 'Address', get: (e) => [e.ip || '', e.country ? ` (${e.country})` : ''] },
   { label: 'Rule', get: (e) => String(e.rule_id ?? '') },
   { label: 'Request', get: (e) => `${e.method || ''} ${e.host || ''}${e.uri || ''}` },
-  { label: 'Message', get: (e) => e.message || '' },
+  { label: 'Message', wide: true, get: (e) => e.message || '' },
 ];
 
 function events() {
@@ -57,7 +57,7 @@ function blocks() {
     return [
       table([
         { label: 'Address', get: (b) => h('a', { href: '/threat?ip=' + encodeURIComponent(b.ip) }, b.ip) },
-        { label: 'Reason', get: (b) => b.reason || '' },
+        { label: 'Reason', wide: true, get: (b) => b.reason || '' },
         { label: 'Since', get: (b) => time(b.created_at) },
         { label: 'Expires', get: (b) => (b.permanent ? 'never' : time(b.expires_at)) },
         { label: 'Dry run', get: (b) => yes(!!b.dry_run) },
