@@ -342,6 +342,39 @@ fn the_console_works_in_headless_chromium() {
             (!n.set("block4").contains("192.0.2.2")).then_some(())
         });
         assert!(page_errors(&b).is_empty(), "{:?}", page_errors(&b));
+
+        // /firewall: a tentative change shows its countdown; "Revert now" undoes it.
+        b.goto(&s, &format!("https://{}/firewall", d.addr), "/firewall");
+        settle(&mut b, &s, "/firewall");
+        let apply = r#"(() => { const f = document.querySelector('input[name=changes]').form;
+            f.querySelector('input[name=changes]').value = '{"infra_ips": ["198.51.100.2"]}';
+            f.querySelector('input[name=timeout_min]').value = '5';
+            f.requestSubmit(); return 'sent'; })()"#;
+        assert_eq!(b.eval(&s, apply).unwrap(), "sent");
+        let clock = b.eval_until(
+            &s,
+            "document.getElementById('countdown')?.textContent ?? ''",
+            |v| v.as_str().is_some_and(|t| t.contains(':')),
+        );
+        assert!(
+            clock
+                .as_str()
+                .is_some_and(|t| t.starts_with('4') || t.starts_with('5')),
+            "countdown {clock}"
+        );
+        let state = |d: &Daemon| {
+            d.get("/api/v1/settings/firewall/rollback", ADMIN)
+                .expect(200)
+                .json()["state"]
+                .clone()
+        };
+        assert_eq!(state(&d), "pending");
+        let revert = "document.querySelector('button[data-rollback=revert]').click(); 'clicked'";
+        assert_eq!(b.eval(&s, revert).unwrap(), "clicked");
+        wait_until(30, "the change reverted", || {
+            (state(&d) == "reverted").then_some(())
+        });
+        assert!(page_errors(&b).is_empty(), "{:?}", page_errors(&b));
     } else {
         eprintln!("console: block from /threat skipped (no network namespace)");
     }

@@ -38,7 +38,7 @@ function queues(st) {
     { label: 'Waiting', get: depth },
     { label: 'Running', get: (q) => num(q.running) },
     { label: 'Dropped (total / last min)', get: (q) => `${num(q.dropped_total)} / ${num(q.dropped_last_minute)}${q.dropped_lower_bound ? '+' : ''}` },
-    { label: 'Lag', get: (q) => `${Number(q.lag_seconds || 0).toFixed(1)} s` },
+    { label: 'Lag', get: (q) => (q.lag_seconds === null || q.lag_seconds === undefined ? 'n/a' : `${Number(q.lag_seconds).toFixed(1)} s`) },
     { label: 'Conditions', get: cond },
   ], rows, { empty: 'No queues reported.' });
 }

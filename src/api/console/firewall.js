@@ -80,8 +80,8 @@ function rollback() {
       tick = setInterval(() => { left -= 1; draw(); if (left <= 0) { clearInterval(tick); tick = null; setTimeout(reload, 1500); } }, 1000);
       parts.push(h('p', {}, 'Reverts in ', clock, ' unless confirmed (deadline ', time(r.deadline), ').'),
         h('div', { class: 'row' },
-          action('Keep (confirm)', async () => { await post('settings/firewall/confirm'); toast('Change kept'); reload(); }),
-          action('Revert now', async () => { await post('settings/firewall/revert'); toast('Change reverted'); reload(); }, { danger: true })));
+          action('Keep (confirm)', async () => { await post('settings/firewall/confirm'); toast('Change kept'); reload(); }, { attrs: { 'data-rollback': 'confirm' } }),
+          action('Revert now', async () => { await post('settings/firewall/revert'); toast('Change reverted'); reload(); }, { danger: true, attrs: { 'data-rollback': 'revert' } })));
     } else {
       parts.push(h('h3', {}, 'Tentative change'), changeForm([
         { name: 'changes', label: 'Run-time [firewall] keys as JSON, e.g. {"tcp_in": [22, 443]}', required: true, size: 40 },
