@@ -209,6 +209,19 @@ mod tests {
         assert!(w < 150 * 1024, "console weighs {w} bytes");
     }
 
+    /// Every page is a route with page access, and every page route is a console page.
+    #[test]
+    fn every_page_has_its_route() {
+        use crate::api::{Access, ROUTES};
+        for p in PAGES {
+            let r = ROUTES.iter().find(|r| r.path == p.path).expect(p.path);
+            assert_eq!(r.access, Access::Page, "{}", p.path);
+        }
+        for r in ROUTES.iter().filter(|r| r.access == Access::Page) {
+            assert!(PAGES.iter().any(|p| p.path == r.path), "{}", r.path);
+        }
+    }
+
     /// Every page's module is an embedded asset, and no asset holds inline-HTML sinks.
     #[test]
     fn pages_name_embedded_modules_and_modules_write_text_only() {
