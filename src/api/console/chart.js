@@ -14,16 +14,16 @@ function s(tag, attrs, ...kids) {
  * `label(item)` names a bar (axis and tooltip); every third label or so is drawn.
  */
 export function bars(items, keys, label, { height = 140, name = 'chart' } = {}) {
-  const W = 600, H = height, left = 28, bottom = 18, top = 6;
+  const W = 600, H = height, left = 34, bottom = 22, top = 8;
   const total = (it) => keys.reduce((a, k) => a + (Number(it[k]) || 0), 0);
   const max = Math.max(1, ...items.map(total));
   const bw = (W - left) / Math.max(1, items.length);
   const y = (v) => top + (H - top - bottom) * (1 - v / max);
   const svg = s('svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': name });
   svg.append(s('line', { class: 'axis', x1: left, y1: y(0), x2: W, y2: y(0) }));
-  svg.append(s('text', { x: 0, y: y(max) + 8 }, String(max)));
+  svg.append(s('text', { x: 0, y: y(max) + 12 }, String(max)));
   svg.append(s('text', { x: 0, y: y(0) }, '0'));
-  const every = Math.max(1, Math.ceil(items.length / 8));
+  const every = Math.max(1, Math.ceil(items.length / 6));
   items.forEach((it, i) => {
     const x = left + i * bw;
     let acc = 0;

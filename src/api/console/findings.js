@@ -3,7 +3,7 @@
 import { api, post, h, mount, section, table, time, sev, kv, num, query, filters, pager, qs, admin, action, toast, changeForm, errorText } from './lib.js';
 
 const want = { severity: (query.get('severity') || '').toUpperCase(), check: query.get('check') || '', q: (query.get('q') || '').toLowerCase() };
-const drawer = h('section', { class: 'drawer', id: 'drawer', hidden: true });
+const drawer = h('section', { class: 'drawer', id: 'drawer', hidden: true, tabindex: -1, 'aria-live': 'polite' });
 
 async function open(f) {
   drawer.hidden = false;
@@ -43,7 +43,7 @@ async function open(f) {
       load();
     })] : null,
   );
-  drawer.focus?.();
+  drawer.focus();
 }
 
 async function load() {
@@ -59,7 +59,11 @@ async function load() {
     const items = (r.items || []).filter((f) => (!want.severity || f.severity === want.severity) && (!want.check || f.check === want.check)
       && (!want.q || [f.message, f.details, f.path, f.ip, f.account].some((x) => String(x || '').toLowerCase().includes(want.q))));
     const sc = r.severity_counts || {};
+    // The check names of the active set, offered as suggestions for the check filter.
+    const names = h('datalist', { id: 'check-names' }, Object.keys(r.check_types || {}).map((c) => h('option', { value: c })));
+    document.querySelector('input[name=check]')?.setAttribute('list', 'check-names');
     list.replaceChildren(
+      names,
       h('p', { class: 'muted' }, `${num(r.total)} active (critical ${sc.critical ?? 0}, high ${sc.high ?? 0}, warning ${sc.warning ?? 0}); ${items.length} shown. Select a row for details.`),
       table([
         { label: 'Severity', get: (f) => sev(f.severity) }, { label: 'Check', get: (f) => f.check },
