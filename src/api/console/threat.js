@@ -136,8 +136,25 @@ function whitelist() {
   });
 }
 
+/** The caller's undoable changes, for when the toast is gone. */
+function pending() {
+  return lazy('Recent changes', async (reload) => {
+    const r = await api('undo/pending');
+    return table([
+      { label: 'Time', get: (u) => time(u.created_at) }, { label: 'Action', get: (u) => u.action },
+      { label: 'Addresses', wide: true, get: (u) => (u.ips || []).join(', ') + (u.count > (u.ips || []).length ? ` (+${u.count - u.ips.length})` : '') },
+      { label: 'Undo until', get: (u) => time(u.expires_at) },
+      { label: '', get: (u) => (u.valid ? action('Undo', async () => {
+        const x = await post('undo/run', { undo_token: u.undo_token });
+        toast(`Undone: ${x.action}`); reload();
+      }) : h('span', { class: 'muted' }, u.invalidated_by ? `superseded by a later decision on ${u.invalidated_by}` : 'no longer valid')) },
+    ], r.items || [], { empty: 'No change to undo.' });
+  });
+}
+
 mount(
   admin ? lookup() : section('IP lookup', muted('Address lookups need an admin session.')),
   h('div', { class: 'grid' }, charts(), attackers()),
   admin ? whitelist() : null,
+  admin ? pending() : null,
 );
