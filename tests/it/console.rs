@@ -1,14 +1,15 @@
 //! The web console in a real browser (issue 26): one headless Chromium, driven over its
 //! DevTools pipe, logs in through the form with the admin token and walks every page. Each
 //! page must render with no console error, no uncaught exception and no CSP violation, fit
-//! 1280x800 and 390x844 without horizontal scrolling, and is photographed at both sizes into
-//! `target/console-screenshots/` (the CI artefact directory). Also: a finding written into a
-//! watched log reaches the dashboard over the event stream; a file name and a log line
-//! carrying markup show as text (no dialog, no element); `/waf/rules` toggles escalation of
-//! rule 900112; a block from `/threat` lands in nftables and its undo removes it (inside
-//! the network namespaces of tests/it/firewall.rs); a read-scope caller sees no write
-//! control and a forged write is refused; and the dashboard's first render with 100,000
-//! history rows is measured (printed, not asserted).
+//! 1280x800 and 390x844 without horizontal scrolling, and is photographed at both sizes (and
+//! the dashboard in the dark scheme) into `target/console-screenshots/` (the CI artefact
+//! directory). Also: a finding written into a watched log reaches the dashboard over the
+//! event stream; a file name and a log line carrying markup show as text (no dialog, no
+//! element); `/waf/rules` toggles escalation of rule 900112; a block from `/threat` lands in
+//! nftables and its undo removes it, and a tentative firewall change from `/firewall` shows
+//! its countdown and reverts (inside the network namespaces of tests/it/firewall.rs); a
+//! read-scope caller sees no write control and a forged write is refused; and the
+//! dashboard's first render with 100,000 history rows is measured (printed, not asserted).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -277,6 +278,22 @@ fn the_console_works_in_headless_chromium() {
         );
         b.clear_events();
     }
+    // Dark scheme: the dashboard once more, photographed with prefers-color-scheme dark.
+    b.call(
+        Some(&s),
+        "Emulation.setEmulatedMedia",
+        json!({ "features": [{ "name": "prefers-color-scheme", "value": "dark" }] }),
+    )
+    .unwrap();
+    b.goto(&s, &format!("https://{}/", d.addr), "/");
+    settle(&mut b, &s, "/");
+    b.screenshot(&s, 1280, 800, &shots.join("dashboard-dark-1280x800.png"));
+    b.call(
+        Some(&s),
+        "Emulation.setEmulatedMedia",
+        json!({ "features": [] }),
+    )
+    .unwrap();
     // The markup is on the findings page as text.
     b.call(
         Some(&s),
