@@ -13,8 +13,8 @@ function s(tag, attrs, ...kids) {
  * Stacked bars: one per item, `keys` stacked bottom up (CSS class `c-<key>`).
  * `label(item)` names a bar (axis and tooltip); every third label or so is drawn.
  */
-export function bars(items, keys, label, { height = 140, name = 'chart' } = {}) {
-  const W = 600, H = height, left = 34, bottom = 22, top = 8;
+export function bars(items, keys, label, { height = 180, name = 'chart' } = {}) {
+  const W = 400, H = height, left = 30, bottom = 22, top = 8;
   const total = (it) => keys.reduce((a, k) => a + (Number(it[k]) || 0), 0);
   const max = Math.max(1, ...items.map(total));
   const bw = (W - left) / Math.max(1, items.length);
@@ -23,7 +23,7 @@ export function bars(items, keys, label, { height = 140, name = 'chart' } = {}) 
   svg.append(s('line', { class: 'axis', x1: left, y1: y(0), x2: W, y2: y(0) }));
   svg.append(s('text', { x: 0, y: y(max) + 12 }, String(max)));
   svg.append(s('text', { x: 0, y: y(0) }, '0'));
-  const every = Math.max(1, Math.ceil(items.length / 6));
+  const every = Math.max(1, Math.ceil(items.length / 5));
   items.forEach((it, i) => {
     const x = left + i * bw;
     let acc = 0;
@@ -47,4 +47,21 @@ export function bars(items, keys, label, { height = 140, name = 'chart' } = {}) 
 export function hourLabel(iso) {
   const d = new Date(String(iso).replace(/(\.\d{3})\d+/, '$1'));
   return Number.isNaN(d.getTime()) ? String(iso) : d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+}
+
+/** Horizontal bars, one row per item: `[label, value]` pairs, the label beside its bar. */
+export function hbars(rows, { name = 'chart' } = {}) {
+  const W = 400, row = 22, labelW = 170;
+  const max = Math.max(1, ...rows.map(([, v]) => Number(v) || 0));
+  const svg = s('svg', { class: 'chart', viewBox: `0 0 ${W} ${row * rows.length + 4}`, role: 'img', 'aria-label': name });
+  rows.forEach(([label, v], i) => {
+    const y = i * row + 2;
+    const w = ((W - labelW - 40) * (Number(v) || 0)) / max;
+    const g = s('g', {}, s('title', {}, `${label}: ${v}`));
+    g.append(s('text', { x: 0, y: y + 15 }, label));
+    g.append(s('rect', { class: 'c-count', x: labelW, y: y + 3, width: Math.max(w, 1), height: row - 8 }));
+    g.append(s('text', { x: labelW + w + 4, y: y + 15 }, String(v)));
+    svg.append(g);
+  });
+  return svg;
 }

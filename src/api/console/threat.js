@@ -2,7 +2,7 @@
 // and permanent blocks singly or over a selection with an undo toast, top attackers with
 // GeoIP, attack-type and hourly charts, whitelist management.
 import { api, post, h, mount, section, lazy, kv, table, time, state, num, admin, action, toast, changeForm, query, filters, muted } from './lib.js';
-import { bars, hourLabel } from './chart.js';
+import { bars, hbars, hourLabel } from './chart.js';
 
 const geoText = (g) => (g ? [g.country || g.country_code, g.city, g.asn ? `AS${g.asn}` : null, g.org || g.as_org].filter(Boolean).join(' · ') : '—');
 
@@ -110,7 +110,7 @@ function charts() {
         ['Automatic blocking', r.auto_block ? (r.auto_block.active ? 'active' : `off${r.auto_block.reason ? ': ' + r.auto_block.reason : ''}`) : '—'],
       ]),
       h('h3', {}, 'Attack types'),
-      bars((r.by_type || []).map((t) => ({ label: t.label, count: t.events })), ['count'], (t) => t.label, { name: 'events per attack type' }),
+      hbars((r.by_type || []).map((t) => [t.label, t.events]), { name: 'events per attack type' }),
       h('h3', {}, 'Hourly trend (24 h)'),
       bars(r.hourly || [], ['count'], (b) => hourLabel(b.start), { name: 'attack events per hour' }),
     ];
