@@ -308,6 +308,20 @@ fn the_console_works_in_headless_chromium() {
         text.as_str().unwrap_or_default().contains(XSS_FILE),
         "{text}"
     );
+    // Its detail drawer (finding-detail) shows the path as text too.
+    let open = "document.querySelector('tr.pick').click(); 'clicked'";
+    assert_eq!(b.eval(&s, open).unwrap(), "clicked");
+    let drawer = b.eval_until(
+        &s,
+        "(() => { const d = document.getElementById('drawer'); return d.hidden || d.querySelector('.loading') ? '' : d.innerText; })()",
+        |v| v.as_str().is_some_and(|t| t.contains("What to do")),
+    );
+    assert!(
+        drawer.as_str().unwrap_or_default().contains(XSS_FILE),
+        "{drawer}"
+    );
+    assert_eq!(count(&mut b, &s, "img, iframe, object, embed"), 0);
+    assert!(page_errors(&b).is_empty(), "{:?}", page_errors(&b));
     assert!(
         b.events(&["Page.javascriptDialogOpening"]).is_empty(),
         "a dialog opened"

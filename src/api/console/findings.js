@@ -1,6 +1,6 @@
 // svc console: active findings with filters, a detail drawer (enriched fields, GeoIP,
 // block_ip), and suppression.
-import { api, post, h, mount, section, table, time, sev, kv, num, query, filters, pager, qs, admin, action, toast, changeForm, errorText } from './lib.js';
+import { api, post, h, mount, section, table, time, sev, kv, num, query, filters, pager, qs, admin, action, toast, changeForm, errorText, geoText } from './lib.js';
 
 const want = { severity: (query.get('severity') || '').toUpperCase(), check: query.get('check') || '', q: (query.get('q') || '').toLowerCase() };
 const drawer = h('section', { class: 'drawer', id: 'drawer', hidden: true, tabindex: -1, 'aria-live': 'polite' });
@@ -10,7 +10,7 @@ async function open(f) {
   drawer.replaceChildren(h('h2', {}, 'Finding'), h('p', { class: 'loading' }, 'Loading…'));
   let d;
   try { d = await api('finding-detail' + qs({ check: f.check, message: f.message })); } catch (e) { drawer.replaceChildren(h('h2', {}, 'Finding'), errorText(e)); return; }
-  const geo = f.geo ? [f.geo.country || f.geo.country_code, f.geo.city, f.geo.asn ? `AS${f.geo.asn}` : null].filter(Boolean).join(' · ') : null;
+  const blockIp = typeof f.block_ip === 'string' ? f.block_ip : null;
   const close = h('button', { type: 'button' }, 'Close');
   close.addEventListener('click', () => { drawer.hidden = true; });
   drawer.replaceChildren(
@@ -18,7 +18,7 @@ async function open(f) {
     kv([
       ['Message', d.message], ['Details', h('pre', {}, d.details || '')],
       ['Account', d.account || f.account], ['Path', d.path], ['Address', d.ip ? h('a', { href: '/threat?ip=' + encodeURIComponent(d.ip) }, d.ip) : null],
-      ['GeoIP', geo], ['First seen', time(d.first_seen)], ['Last seen', time(d.last_seen)],
+      ['GeoIP', f.geo ? geoText(f.geo) : null], ['First seen', time(d.first_seen)], ['Last seen', time(d.last_seen)],
       ['Count', num(d.count)], ['Active', d.active ? 'yes' : 'no'], ['Suppressed', d.suppressed ? 'yes' : 'no'],
       ['Dispatches', num(d.dispatches_total)], ['What to do', d.fix || f.fix],
     ]),
@@ -27,8 +27,8 @@ async function open(f) {
       { label: 'By', get: (a) => a.actor || a.by || '' }, { label: 'Detail', wide: true, get: (a) => a.detail || a.reason || a.outcome || '' },
     ], d.actions)] : null,
     // block_ip: offered by the enriched route for findings whose address can be blocked.
-    f.block_ip ? h('div', { class: 'row' }, action(`Block ${f.block_ip.ip || f.ip} for 24 h`, async () => {
-      const r = await post('threat/block-ip', { ip: f.block_ip.ip || f.ip });
+    blockIp ? h('div', { class: 'row' }, action(`Block ${blockIp} for 24 h`, async () => {
+      const r = await post('threat/block-ip', { ip: blockIp });
       toast(`Blocked ${r.ip} for 24 hours`);
     })) : null,
     // Hook for the remediation issue's fix and dismiss actions: not on this build's routes.

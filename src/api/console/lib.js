@@ -171,5 +171,11 @@ export function changeForm(fields, label, run) {
   return f;
 }
 
+/** GeoIP fields (`country`, `country_name`, `city`, `asn`, `org`) as one line. */
+export function geoText(g) {
+  if (!g) return '—';
+  return [g.country_name || g.country, g.city, g.asn ? `AS${g.asn}${g.org ? ' ' + g.org : ''}` : null].filter(Boolean).join(' · ') || '—';
+}
+
 export const num = (n) => (typeof n === 'number' ? n.toLocaleString() : n ?? '—');
 export const yes = (b) => (b === true ? 'yes' : b === false ? 'no' : '—');

@@ -1,10 +1,8 @@
 // svc console: threat intelligence. IP lookup with composite score and sources, 24-hour
 // and permanent blocks singly or over a selection with an undo toast, top attackers with
 // GeoIP, attack-type and hourly charts, whitelist management.
-import { api, post, h, mount, section, lazy, kv, table, time, state, num, admin, action, toast, changeForm, query, filters, muted } from './lib.js';
+import { api, post, h, mount, section, lazy, kv, table, time, state, num, admin, action, toast, changeForm, query, filters, muted, geoText } from './lib.js';
 import { bars, hbars, hourLabel } from './chart.js';
-
-const geoText = (g) => (g ? [g.country || g.country_code, g.city, g.asn ? `AS${g.asn}` : null, g.org || g.as_org].filter(Boolean).join(' · ') : '—');
 
 /** Runs a change and offers its undo in a toast. */
 async function change(route, body, what, after) {
