@@ -335,6 +335,31 @@ fn the_console_works_in_headless_chromium() {
         written_shots[9].display()
     );
 
+    // Filters live in the URL: /history keeps them in its form and its CSV link.
+    let url = format!(
+        "https://{}/history?severity=CRITICAL&search=onerror",
+        d.addr
+    );
+    b.goto(&s, &url, "/history");
+    settle(&mut b, &s, "/history");
+    let kept = b
+        .eval(
+            &s,
+            "document.querySelector('select[name=severity]').value + '|' + document.querySelector('input[name=search]').value + '|' + document.querySelectorAll('tbody tr').length",
+        )
+        .unwrap();
+    assert_eq!(kept, "CRITICAL|onerror|2", "history filters");
+    let csv = b
+        .eval(
+            &s,
+            "fetch(document.getElementById('csv').href).then(async (r) => new URL(r.url).search + '|' + r.headers.get('content-type') + '|' + (await r.text()).split('\\r\\n').length)",
+        )
+        .unwrap();
+    assert_eq!(
+        csv, "?severity=CRITICAL&search=onerror|text/csv; charset=utf-8|4",
+        "CSV of the same filters: a header, two rows, the final line end"
+    );
+
     // /waf/rules: escalation of 900112 off, then on again, by its button.
     b.goto(&s, &format!("https://{}/waf/rules", d.addr), "/waf/rules");
     settle(&mut b, &s, "/waf/rules");
