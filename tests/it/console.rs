@@ -7,8 +7,9 @@
 //! event stream; a file name and a log line carrying markup show as text (no dialog, no
 //! element); `/waf/rules` toggles escalation of rule 900112; a block from `/threat` lands in
 //! nftables and its undo removes it, and a tentative firewall change from `/firewall` shows
-//! its countdown and reverts (inside the network namespaces of tests/it/firewall.rs); a
-//! read-scope caller sees no write control and a forged write is refused; and the
+//! its countdown and reverts (inside the network namespaces of tests/it/firewall.rs);
+//! `/sessions` revokes another session; `/history` keeps its filters in the URL and the CSV
+//! link; a read-scope caller sees no write control and a forged write is refused; and the
 //! dashboard's first render with 100,000 history rows is measured (printed, not asserted).
 
 use std::path::{Path, PathBuf};
@@ -434,6 +435,40 @@ fn the_console_works_in_headless_chromium() {
     } else {
         eprintln!("console: block from /threat skipped (no network namespace)");
     }
+
+    // /sessions: another session (a second login) is revoked from the list.
+    let (other, _) = login(&d, ADMIN);
+    let sessions =
+        |d: &Daemon| d.get("/api/v1/sessions", ADMIN).expect(200).json()["items"].clone();
+    let listed = sessions(&d);
+    let ids: Vec<String> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 2, "{listed}");
+    b.goto(&s, &format!("https://{}/sessions", d.addr), "/sessions");
+    settle(&mut b, &s, "/sessions");
+    // The browser's own row is marked; the other one is revoked by its button.
+    let mine = b
+        .eval(
+            &s,
+            "[...document.querySelectorAll('tbody tr')].filter((r) => r.innerText.includes('(this session)')).map((r) => r.querySelector('[data-session]').dataset.session)[0]",
+        )
+        .unwrap();
+    let theirs = ids.iter().find(|i| **i != mine).unwrap().clone();
+    let click = format!("document.querySelector('[data-session=\"{theirs}\"]').click(); 'clicked'");
+    assert_eq!(b.eval(&s, &click).unwrap(), "clicked");
+    wait_until(30, "the other session revoked", || {
+        (sessions(&d).as_array().unwrap().len() == 1).then_some(())
+    });
+    let cookie = format!("svc_auth={other}");
+    assert_eq!(
+        d.req("GET", "/api/v1/status", &[("Cookie", &cookie)], b"")
+            .status,
+        401
+    );
 
     // A forged write from the admin page without the CSRF token is refused.
     let forged = "fetch('/api/v1/threat/clear-ip', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify({ip: '203.0.113.9'})}).then((r) => r.status)";

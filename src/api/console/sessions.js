@@ -17,7 +17,7 @@ mount(lazy('Browser sessions', async (reload) => {
         await api('sessions/' + encodeURIComponent(s.id), { method: 'DELETE' });
         if (s.current) { location.assign('/login'); return; }
         toast('Session revoked'); reload();
-      }, { danger: true }) },
+      }, { danger: true, attrs: { 'data-session': s.id } }) },
     ], r.items || [], { empty: 'No sessions.' }),
   ];
 }));
