@@ -41,13 +41,38 @@ pub fn wait_until<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) ->
     }
 }
 
-/// A fresh directory for one test.
+/// A fresh directory for one test. Kept after the run (a failure can be read there); the
+/// first call of a run removes those of earlier runs whose process is gone.
 pub fn temp_dir(tag: &str) -> PathBuf {
+    static SWEEP: std::sync::Once = std::sync::Once::new();
+    SWEEP.call_once(remove_dirs_of_finished_runs);
     let n = COUNTER.fetch_add(1, Ordering::SeqCst);
     let dir = std::env::temp_dir().join(format!("svc-it-{tag}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// Removes `svc-it-<tag>-<pid>-<n>` directories whose process no longer runs (a run with a
+/// 100,000-row history leaves tens of MiB; thousands of runs filled /tmp).
+fn remove_dirs_of_finished_runs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("svc-it-") else {
+            continue;
+        };
+        let mut parts = rest.rsplitn(3, '-');
+        let (_n, pid) = (parts.next(), parts.next());
+        let Some(pid) = pid.and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// A config for a test daemon. The firewall engine is off: tests run as root, and only
