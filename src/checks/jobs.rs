@@ -368,7 +368,9 @@ impl ScanJobs {
         let nanos = |d: Duration| d.as_nanos().min(i64::MAX as u128) as i64;
         let start = self.clock.monotonic_nanos();
         let (mut next_c, mut next_d) = (start, start);
+        let beat = crate::queue::heartbeat::Beat::register("scan-scheduler", self.clock.clone());
         while !self.stop.load(Ordering::SeqCst) {
+            beat.beat();
             let now = self.clock.monotonic_nanos();
             if let Some(c) = critical {
                 if now >= next_c {

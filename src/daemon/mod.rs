@@ -2,7 +2,8 @@
 //!
 //! [`run`] reads as its phases: `block_signals`, `load_config`, `open_state`, TLS,
 //! `Subsystems::start`, `Front::start` (API, listener, reloader, control socket),
-//! `announce`, `wait_for_stop`, then `Front::stop` and `Subsystems::shutdown`.
+//! systemd notification and watchdog ([`watchdog`]), `announce`, `wait_for_stop`, then
+//! `Front::stop` and `Subsystems::shutdown`.
 //!
 //! Startup order: configuration (with legacy migration), state directory, store and its
 //! migrations, end leftover sessions, TLS (certificate made or loaded), the findings engine,
@@ -26,6 +27,7 @@ pub mod dev;
 pub mod doctor;
 mod error;
 pub mod reload;
+mod watchdog;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -120,9 +122,12 @@ pub fn run(opts: Options) -> Result<(), StartError> {
     let clock = SystemClock::shared();
     let mut subsystems = Subsystems::start(&cfg, clock.clone(), &store, geoip.clone())?;
     let front = Front::start(&opts, &cfg, clock, &store, tls, &subsystems, geoip, live)?;
+    let mut systemd = watchdog::Systemd::from_env();
+    systemd.ready()?;
     announce(&cfg, front.addr, dev_tokens.as_ref());
     release_startup_code();
-    let waited = wait_for_stop(&signals, &front.reloader);
+    let waited = wait_for_stop(&signals, &front.reloader, &systemd);
+    systemd.stopping();
     let app = front.stop(&mut subsystems);
     subsystems.shutdown();
     // Audit records still waiting for the action-log writer are committed first.
@@ -177,7 +182,11 @@ fn release_startup_code() {
 }
 
 /// Waits for SIGTERM or SIGINT; SIGHUP reloads the configuration and waits again.
-fn wait_for_stop(signals: &SigSet, reloader: &reload::Reloader) -> Result<(), StartError> {
+fn wait_for_stop(
+    signals: &SigSet,
+    reloader: &reload::Reloader,
+    systemd: &watchdog::Systemd,
+) -> Result<(), StartError> {
     loop {
         let sig = signals.wait().map_err(|source| StartError::Signals {
             what: "waiting for signals",
@@ -185,7 +194,9 @@ fn wait_for_stop(signals: &SigSet, reloader: &reload::Reloader) -> Result<(), St
         })?;
         if sig == Signal::SIGHUP {
             // Logged and audited by the reloader.
+            systemd.reloading();
             let _ = reloader.reload(reload::Trigger::Signal);
+            systemd.reloaded();
             continue;
         }
         log::info!("received {sig:?}; shutting down");

@@ -817,7 +817,9 @@ impl Engine {
         // restarted after each finished commit so its age is that of the oldest unfinished
         // batch.
         let mut busy: Option<crate::queue::RunningGuard<'_>> = None;
+        let beat = crate::queue::heartbeat::Beat::register("findings-dispatch", self.clock.clone());
         loop {
+            beat.beat();
             if !self.controls.1.is_empty() {
                 let mut st = self.state.lock();
                 if let Some(p) = pending.take() {

@@ -49,6 +49,8 @@ pub const READ_BUDGET: usize = 64;
 /// How long responses in flight may take to finish after a stop.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 const EVENTS: usize = 1024;
+/// The longest an idle front sleeps in its poll: it beats its heartbeat once per turn.
+const BEAT_EVERY: Duration = Duration::from_secs(1);
 /// Capacity of a request buffer an idle connection may keep.
 const IDLE_BUFFER_KEEP: usize = 16 * 1024;
 
@@ -165,8 +167,13 @@ impl Front {
     /// rustls) is logged and counted, and the front goes on: losing the one connection it
     /// was handling beats losing the server.
     pub fn run(mut self) {
+        let beat = crate::queue::heartbeat::Beat::register("http-front", self.shared.clock.clone());
         loop {
-            let turned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.turn(None)));
+            beat.beat();
+            // An idle front still turns every second, so its beat says it is alive.
+            let turned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.turn(Some(BEAT_EVERY))
+            }));
             if turned.is_err() {
                 self.shared.stats.panics.fetch_add(1, Ordering::Relaxed);
                 crate::warn_limited!(

@@ -641,7 +641,9 @@ impl Incidents {
         let Some(p) = &self.persist else { return };
         let mut failures = 0u32;
         let mut more = false;
+        let beat = crate::queue::heartbeat::Beat::register("incident-writer", self.clock.clone());
         while !p.stop.load(Ordering::SeqCst) {
+            beat.beat();
             if failures == 0 && !more {
                 let _ = p.wake_rx.recv_timeout(Duration::from_secs(1));
             } else {

@@ -91,6 +91,7 @@ mod error;
 mod guards;
 mod hclock;
 mod health;
+pub mod heartbeat;
 mod losses;
 mod registry;
 mod ring;

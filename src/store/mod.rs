@@ -552,7 +552,12 @@ fn writer_loop(
     let mut size = StepSize { rows: 512 };
     // Whether the last look for rows written outside failed (logged once until it works).
     let mut outside_failing = false;
+    let beat = crate::queue::heartbeat::Beat::register(
+        "store-writer",
+        crate::clock::SystemClock::shared(),
+    );
     loop {
+        beat.beat();
         let first = if indexing {
             // Idle means no job for a moment, not merely an empty queue between two jobs
             // of a caller that writes again at once, and a light load lately.

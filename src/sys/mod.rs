@@ -4,6 +4,7 @@ pub mod dir;
 pub mod dirstream;
 pub mod fhandle;
 pub mod malloc;
+pub mod notify;
 pub mod pageout;
 pub mod poll;
 pub mod priority;

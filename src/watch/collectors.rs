@@ -206,13 +206,16 @@ pub fn start_collectors(
         let fwd_stop = stop.clone();
         let fwd_reconcile = reconcile.clone();
         let fwd_component = component.clone();
+        let fwd_clock = clock.clone();
         c.threads.push(
             std::thread::Builder::new()
                 .name("files-forward".into())
                 .spawn(move || {
                     let mut seen_drops = 0u64;
                     let mut seen_path_errors = 0u64;
+                    let beat = crate::queue::heartbeat::Beat::register("files-forward", fwd_clock);
                     while !fwd_stop.load(Ordering::SeqCst) {
+                        beat.beat();
                         if let Ok(ev) = rx.recv_timeout(Duration::from_millis(250)) {
                             if let Offered::Refused(ev) = fwd_q.offer(ev) {
                                 fwd_reconcile.request_parent(&ev.path);

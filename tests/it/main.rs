@@ -32,6 +32,7 @@ mod lifecycle;
 mod mail;
 mod mail_accounts;
 mod mail_password;
+mod notify;
 mod persist;
 mod quarantine;
 mod reload;

@@ -88,6 +88,15 @@ pub fn svc_bin() -> &'static str {
     env!("CARGO_BIN_EXE_svc")
 }
 
+/// The certificate (DER) a daemon generated in its state directory `state`.
+pub fn state_cert(state: &Path) -> Vec<u8> {
+    let pem = std::fs::read(state.join("tls/cert.pem")).unwrap();
+    let certs: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut pem.as_slice())
+        .collect::<Result<_, _>>()
+        .unwrap();
+    certs[0].as_ref().to_vec()
+}
+
 pub struct Daemon {
     pub dir: PathBuf,
     pub config: PathBuf,
@@ -174,11 +183,7 @@ impl Daemon {
     }
 
     pub fn cert(&self) -> Vec<u8> {
-        let pem = std::fs::read(self.state.join("tls/cert.pem")).unwrap();
-        let certs: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut pem.as_slice())
-            .collect::<Result<_, _>>()
-            .unwrap();
-        certs[0].as_ref().to_vec()
+        state_cert(&self.state)
     }
 
     pub fn client(&self) -> Client {
