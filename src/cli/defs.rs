@@ -396,8 +396,8 @@ pub static STORE: Command = Command {
 
 pub static GEN: Command = Command {
     name: "gen",
-    summary: "write the man pages, shell completions or the key reference from the tables (`svc gen man DIR`, `svc gen completions SHELL`, `svc gen config-docs FILE`)",
-    about: "Generators for packagers: the man pages svc.8 and svc.toml.5, shell completions, and the key tables of docs/configuration.md, rendered from the same tables as --help and the configuration reader.",
+    summary: "write the man pages, shell completions, the key reference or the example configuration from the tables (`svc gen man DIR`, `svc gen completions SHELL`, `svc gen config-docs FILE`, `svc gen example-config FILE`)",
+    about: "Generators for packagers: the man pages svc.8 and svc.toml.5, shell completions, the key tables of docs/configuration.md and the example svc.toml, rendered from the same tables as --help and the configuration reader.",
     positional: Positional::Verbs,
     verbs: &[
         verb("man", "DIR", "write svc.8 and svc.toml.5 into DIR", &[]),
@@ -406,6 +406,12 @@ pub static GEN: Command = Command {
             "config-docs",
             "FILE",
             "write the key tables of FILE (docs/configuration.md) from the key table",
+            &[],
+        ),
+        verb(
+            "example-config",
+            "FILE",
+            "write FILE (contrib/svc.toml): every section, every key commented out with its default",
             &[],
         ),
     ],

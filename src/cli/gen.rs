@@ -57,6 +57,22 @@ pub fn run(a: &Args) -> i32 {
                 }
             }
         }
+        ("example-config", [file]) => {
+            let path = Path::new(file);
+            match crate::fsutil::write_atomic(path, example_config().as_bytes(), 0o644, None) {
+                Ok(()) => {
+                    super::out(&format!("wrote {file}\n"));
+                    0
+                }
+                Err(e) => {
+                    eprintln!("svc gen example-config: {file}: {e}");
+                    1
+                }
+            }
+        }
+        ("example-config", _) => {
+            usage_error(&GEN, "example-config takes one file (contrib/svc.toml)")
+        }
         ("config-docs", _) => {
             usage_error(&GEN, "config-docs takes one file (docs/configuration.md)")
         }
@@ -197,6 +213,8 @@ pub fn man_page() -> String {
         ".SH FILES\n",
         ".TP\n/etc/svc/svc.toml\nThe main configuration file; see \\fBsvc.toml\\fR(5).\n",
         ".TP\n/etc/svc/conf.d/*.toml\nDrop\\-ins, applied in lexicographic order: tables merge, scalars replace, arrays append.\n",
+        ".TP\n/etc/svc/conf.d/admin\\-token.toml\nThe admin API token the packages generate at first install (mode 0600, root only).\n",
+        ".TP\n/lib/systemd/system/svc.service\nThe systemd unit the .deb installs (the .rpm: /usr/lib/systemd/system/svc.service) (\\fBType=notify\\fR, \\fBWatchdogSec=\\fR, hardening); local changes go in a drop\\-in (\\fBsystemctl edit svc\\fR).\n",
         ".TP\n/var/lib/svc\nThe default \\fBstate_path\\fR: the store \\fIsvc.db\\fR, the control socket \\fIsvc.sock\\fR (mode 0600), quarantined files, the generated TLS pair.\n",
         ".TP\n\\&./.svc\\-dev\nThe state of \\fB\\-\\-dev\\fR runs, in the current directory, with the generated tokens in \\fItokens\\fR (mode 0600).\n",
         ".SH SIGNALS\n",
@@ -204,12 +222,15 @@ pub fn man_page() -> String {
         ".TP\nSIGTERM, SIGINT\nStop cleanly: end event streams, stop the HTTPS server and the control socket, flush the store.\n",
         ".SH ENVIRONMENT\n",
         ".TP\nSVC_LOG\nThe daemon's log filter (env_logger syntax; default \\fBinfo\\fR), for example \\fBSVC_LOG=debug\\fR.\n",
+        ".TP\nNOTIFY_SOCKET\nSet by systemd for \\fBType=notify\\fR: the daemon sends \\fBREADY=1\\fR once the HTTPS API answers, \\fBRELOADING=1\\fR and \\fBREADY=1\\fR around a SIGHUP reload and \\fBSTOPPING=1\\fR at shutdown (a path, or \\fB@\\fR and an abstract name). Unset: nothing is sent.\n",
+        ".TP\nWATCHDOG_USEC, WATCHDOG_PID\nSet by systemd for \\fBWatchdogSec=\\fR: \\fBWATCHDOG=1\\fR is sent every half interval, but only while every subsystem thread (findings dispatcher, store writer, incident writer, file\\-event forwarder, scan scheduler, HTTPS front) turned within the interval; the log names a stuck thread once, and systemd restarts the daemon.\n",
         ".SH EXIT STATUS\n",
         ".TP\n0\nDone.\n",
         ".TP\n1\nRefused or failed; the reason is on standard error. Commands that ask the daemon also exit 1 when it is not running or not responding.\n",
         ".TP\n2\nUsage error: an unknown command or option, a missing or extra argument.\n",
         ".SH EXAMPLES\n",
         ".nf\n",
+        "systemctl enable \\-\\-now svc\n",
         "svc validate \\-c /etc/svc/svc.toml\n",
         "svc daemon \\-c /etc/svc/svc.toml\n",
         "svc reload\n",
@@ -220,9 +241,65 @@ pub fn man_page() -> String {
         "svc gen completions bash > /usr/share/bash\\-completion/completions/svc\n",
         ".fi\n",
         ".SH SEE ALSO\n",
-        "\\fBsvc.toml\\fR(5), \\fBnft\\fR(8), \\fBsystemctl\\fR(1)\n",
+        "\\fBsvc.toml\\fR(5), \\fBnft\\fR(8), \\fBsystemctl\\fR(1), \\fBsystemd.service\\fR(5), \\fBsd_notify\\fR(3)\n",
     ));
     m
+}
+
+/// `text` as `# ` comment lines of at most 90 columns.
+fn comment(text: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::from("#");
+    for word in text.split_whitespace() {
+        if line.len() + 1 + word.len() > 90 && line.len() > 1 {
+            out.push_str(&line);
+            out.push('\n');
+            line = String::from("#");
+        }
+        line.push(' ');
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
+}
+
+/// The example `svc.toml` shipped as `/etc/svc/svc.toml`: every table of the key table once
+/// (in its first order), its header and each key commented out with the key's doc and
+/// default, so the file as shipped is the defaults and validates. Table headers are
+/// commented too: an empty `[alerts.webhook]` or `[reputation.upstream]` turns its feature
+/// on and then needs its `url` (decision 327).
+pub fn example_config() -> String {
+    use crate::config::keys::KEYS;
+    let mut out = String::new();
+    out.push_str(&comment(&format!(
+        "svc.toml: configuration of the svc {} host security daemon; every key is described in svc.toml(5). Generated by `svc gen example-config` from src/config/keys.rs. Every table and key below is commented out and shows its default: uncomment the table's header and the key to change it. Drop-ins in /etc/svc/conf.d/*.toml are read after this file (the packages put the generated admin token there). Automatic responses stay in dry run (auto_response.dry_run = true, auto_response.quarantine = false) until you change them. Check with `svc validate`, apply with `systemctl reload svc`.",
+        env!("CARGO_PKG_VERSION")
+    )));
+    let mut tables: Vec<&str> = Vec::new();
+    for k in KEYS {
+        if !tables.contains(&k.table()) {
+            tables.push(k.table());
+        }
+    }
+    for t in tables {
+        out.push('\n');
+        if let Some(array) = t.strip_suffix("[]") {
+            out.push_str(&format!("# [[{array}]]\n"));
+        } else if !t.is_empty() {
+            out.push_str(&format!("# [{t}]\n"));
+        }
+        for k in KEYS.iter().filter(|k| k.table() == t) {
+            out.push_str(&comment(k.doc));
+            let value = if k.default.is_empty() {
+                "(no default: unset)"
+            } else {
+                k.default
+            };
+            out.push_str(&format!("# {} = {value}\n", k.name()));
+        }
+    }
+    out
 }
 
 /// The completion script of `shell`, or `None` for a shell it does not know.
@@ -423,6 +500,31 @@ mod tests {
             committed == man_page(),
             "man/svc.8 is stale: run `cargo run -- gen man man`"
         );
+    }
+
+    /// `contrib/svc.toml` is what `svc gen example-config` writes today, and it validates
+    /// as shipped (the defaults).
+    #[test]
+    fn the_committed_example_config_is_current_and_valid() {
+        let committed = include_str!("../../contrib/svc.toml");
+        assert!(
+            committed == example_config(),
+            "contrib/svc.toml is stale: run `cargo run -- gen example-config contrib/svc.toml`"
+        );
+        let dir = std::env::temp_dir().join(format!("svc-example-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("svc.toml");
+        std::fs::write(&path, committed).unwrap();
+        let loaded = crate::config::load(&path);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(loaded.is_ok(), "{:?}", loaded.err());
+        for k in crate::config::keys::KEYS {
+            assert!(
+                committed.contains(&format!("# {} = ", k.name())),
+                "{}",
+                k.path
+            );
+        }
     }
 
     #[test]
