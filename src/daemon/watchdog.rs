@@ -5,7 +5,8 @@
 //! The supervisor sends `WATCHDOG=1` every half `WATCHDOG_USEC`, but only while every thread
 //! registered in [`crate::queue::heartbeat`] beat within `WATCHDOG_USEC`: a wedged subsystem
 //! stops the pings, and systemd restarts the daemon one interval later. It logs once which
-//! thread is stuck (and tells systemd in `STATUS=`), and once when all beat again.
+//! thread is stuck (and tells systemd in `STATUS=`; again only if the stalest thread changes),
+//! and once when all beat again.
 //!
 //! Without `NOTIFY_SOCKET` nothing here runs: no thread, no log line.
 
@@ -132,7 +133,8 @@ fn supervise(notifier: &Notifier, interval: Duration, stop: &(Mutex<bool>, Condv
     loop {
         match Heartbeats::global().stalest() {
             Some((name, age)) if age >= interval => {
-                if stuck.is_none() {
+                // Once per stuck thread (the stalest one), not once per turn.
+                if stuck != Some(name) {
                     log::error!(
                         "watchdog: thread {name} has not turned for {:.1} s; systemd watchdog pings stop, so the service manager restarts the daemon",
                         age.as_secs_f64()
