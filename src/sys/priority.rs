@@ -2,15 +2,23 @@
 
 use std::io;
 
+/// The calling thread's id, by the raw system call: glibc has `gettid()` only from 2.30,
+/// and the packaged binary runs on 2.28, where a call through the symbol would jump to
+/// address zero (a fat-LTO link turns the reference weak; a plain link refuses it).
+fn thread_id() -> libc::id_t {
+    // SAFETY: SYS_gettid takes no arguments and cannot fail.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+    tid as libc::id_t
+}
+
 /// Sets the nice value of the calling thread (Linux keeps one per thread): lower runs
 /// first when the CPU is contended. Lowering it below the current value needs
 /// `CAP_SYS_NICE` (the daemon runs as root); the error tells the caller it stayed as it was.
 pub fn set_thread_nice(nice: i32) -> io::Result<()> {
-    // SAFETY: gettid takes no arguments and cannot fail.
-    let tid = unsafe { libc::gettid() };
+    let tid = thread_id();
     // SAFETY: setpriority only reads its integer arguments; PRIO_PROCESS with a thread id
     // changes that one thread of this process.
-    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, nice) };
     if r == 0 {
         Ok(())
     } else {
@@ -20,13 +28,12 @@ pub fn set_thread_nice(nice: i32) -> io::Result<()> {
 
 /// The nice value of the calling thread.
 pub fn thread_nice() -> io::Result<i32> {
-    // SAFETY: gettid takes no arguments and cannot fail.
-    let tid = unsafe { libc::gettid() };
+    let tid = thread_id();
     // getpriority may legitimately return -1: errno tells an error apart.
     // SAFETY: clearing errno through the libc accessor; the pointer is this thread's errno.
     unsafe { *libc::__errno_location() = 0 };
     // SAFETY: getpriority only reads its integer arguments.
-    let r = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t) };
+    let r = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid) };
     let err = io::Error::last_os_error();
     if r == -1 && err.raw_os_error().is_some_and(|e| e != 0) {
         return Err(err);
