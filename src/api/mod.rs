@@ -29,6 +29,7 @@ mod pages;
 pub mod params;
 mod perf;
 mod router;
+mod scan_jobs;
 mod session_routes;
 pub mod sessions;
 mod status;

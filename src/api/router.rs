@@ -52,6 +52,21 @@ pub static ROUTES: &[Route] = &[
     get!("/api/v1/components", Access::Read, status::components),
     get!("/api/v1/findings", Access::Read, findings::list),
     get!("/api/v1/incident", Access::Admin, incident::timeline),
+    // Scan jobs (scan_jobs.rs): read scope lists, admins queue and cancel
+    get!("/api/v1/scan-jobs", Access::Read, super::scan_jobs::list),
+    Route {
+        path: "/api/v1/scan-jobs",
+        methods: &[("POST", super::scan_jobs::create)],
+        access: Access::Admin,
+        action: "scan_job.create",
+    },
+    get!("/api/v1/scan-jobs/*", Access::Read, super::scan_jobs::get),
+    Route {
+        path: "/api/v1/scan-jobs/*/cancel",
+        methods: &[("POST", super::scan_jobs::cancel)],
+        access: Access::Admin,
+        action: "scan_job.cancel",
+    },
     // Mail accounts (mail_accounts.rs)
     get!(
         "/api/v1/email/groups",
@@ -373,8 +388,23 @@ fn matches(pattern: &str, path: &str) -> bool {
     }
 }
 
+#[cfg(test)]
 fn find(path: &str) -> Option<&'static Route> {
     ROUTES.iter().find(|r| matches(r.path, path))
+}
+
+/// The route serving `method` on `path`: a path may have one route per scope (reads for
+/// read tokens, writes for admins, as `/api/v1/scan-jobs`); without a route for the method,
+/// the path's first route (which answers 405).
+fn find_for(path: &str, method: &str) -> Option<&'static Route> {
+    let mut first = None;
+    for r in ROUTES.iter().filter(|r| matches(r.path, path)) {
+        if handler_for(r, method).is_some() {
+            return Some(r);
+        }
+        first.get_or_insert(r);
+    }
+    first
 }
 
 /// The path segment a route's first `*` matched (the audit target), or "".
@@ -528,7 +558,7 @@ impl App {
     fn dispatch(&self, req: &Request) -> (&'static str, Response, Option<Caller>) {
         // Unknown paths are 404 for every caller, before any credential is looked at
         // (spec Errors 3): nothing is counted, audited or logged for them.
-        let Some(route) = find(&req.path) else {
+        let Some(route) = find_for(&req.path, &req.method) else {
             return (
                 "unmatched",
                 Response::error(
@@ -673,9 +703,16 @@ fn allowed(route: &Route) -> Vec<&'static str> {
     allow
 }
 
-/// 405 with `Allow` listing the route's methods.
+/// 405 with `Allow` listing the methods of every route on the path.
 fn method_not_allowed(route: &Route, req: &Request) -> Response {
-    let allow = allowed(route);
+    let mut allow = allowed(route);
+    for other in ROUTES.iter().filter(|r| r.path == route.path) {
+        for m in allowed(other) {
+            if !allow.contains(&m) {
+                allow.push(m);
+            }
+        }
+    }
     Response::error(
         405,
         &format!(
@@ -735,7 +772,7 @@ impl Handler for App {
 impl App {
     /// Audits a state-changing request that reached a known, non-public route.
     fn audit_request(&self, req: &Request, c: &Caller, status: u16) {
-        let Some(route) = find(&req.path) else {
+        let Some(route) = find_for(&req.path, &req.method) else {
             return;
         };
         if route.action.is_empty() || route.access == Access::Public {

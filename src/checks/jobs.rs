@@ -8,7 +8,7 @@
 //! between scans, such as the mailbox password audit) after the deep checks. A task that
 //! did not complete a check answers `None` for it: its findings stay as they are.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -66,6 +66,72 @@ impl std::error::Error for JobsError {
     }
 }
 
+/// Why a scan job was not queued or not answered.
+#[derive(Debug)]
+pub enum RequestError {
+    /// The job record could not be written.
+    Store(StoreError),
+    /// `scans.jobs` already holds [`JOB_CAPACITY`] waiting jobs.
+    QueueFull,
+    /// The caller stopped waiting for job `id` (it stays queued or running).
+    Timeout(i64),
+}
+
+impl std::fmt::Display for RequestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RequestError::Store(e) => write!(f, "cannot record the scan job: {e}"),
+            RequestError::QueueFull => write!(
+                f,
+                "scan queue is full ({JOB_CAPACITY} jobs waiting); try again later"
+            ),
+            RequestError::Timeout(id) => write!(f, "scan job {id} did not finish in time"),
+        }
+    }
+}
+
+impl std::error::Error for RequestError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RequestError::Store(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Why a scan job was not cancelled.
+#[derive(Debug)]
+pub enum CancelError {
+    NoSuchJob(i64),
+    /// The job already ended in this state.
+    Finished {
+        id: i64,
+        state: String,
+    },
+    Store(StoreError),
+}
+
+impl std::fmt::Display for CancelError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CancelError::NoSuchJob(id) => write!(f, "no scan job {id}"),
+            CancelError::Finished { id, state } => {
+                write!(f, "scan job {id} already ended ({state})")
+            }
+            CancelError::Store(e) => write!(f, "cannot cancel the scan job: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CancelError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CancelError::Store(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// `kv` key of the last hardening audit (a JSON document).
 const HARDENING_KEY: &str = "hardening";
 
@@ -81,6 +147,16 @@ pub enum JobKind {
 }
 
 impl JobKind {
+    /// The kind named `s` in a request body.
+    pub fn parse(s: &str) -> Option<JobKind> {
+        match s {
+            "critical" => Some(JobKind::Critical),
+            "deep" => Some(JobKind::Deep),
+            "full" => Some(JobKind::Full),
+            _ => None,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             JobKind::Critical => "critical",
@@ -144,6 +220,8 @@ pub struct ScanJobs {
     hardening: Mutex<Option<serde_json::Value>>,
     tasks: Mutex<Vec<Arc<dyn ScanTask>>>,
     stop: AtomicBool,
+    /// The running job a caller cancelled (0: none); the worker stops it between checks.
+    cancel_running: AtomicI64,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -211,6 +289,7 @@ impl ScanJobs {
             hardening: Mutex::new(hardening.and_then(|s| serde_json::from_str(&s).ok())),
             tasks: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
+            cancel_running: AtomicI64::new(0),
             threads: Mutex::new(Vec::new()),
         }))
     }
@@ -296,7 +375,30 @@ impl ScanJobs {
         &self,
         kind: JobKind,
         wait: Option<Duration>,
-    ) -> Result<Option<JobResult>, String> {
+    ) -> Result<Option<JobResult>, RequestError> {
+        let (tx, rx) = bounded(1);
+        let id = self.enqueue(kind, wait.map(|_| tx))?;
+        match wait {
+            None => Ok(None),
+            Some(t) => rx
+                .recv_timeout(t)
+                .map(Some)
+                .map_err(|_| RequestError::Timeout(id)),
+        }
+    }
+
+    /// Queues a job without waiting; returns its id (`POST /api/v1/scan-jobs`).
+    pub fn submit_job(&self, kind: JobKind) -> Result<i64, RequestError> {
+        self.enqueue(kind, None)
+    }
+
+    /// Records a queued job and hands it to the worker; a full queue marks the record
+    /// `error` (`queue_full`) and counts one loss of `scans.jobs`.
+    fn enqueue(
+        &self,
+        kind: JobKind,
+        reply: Option<Sender<JobResult>>,
+    ) -> Result<i64, RequestError> {
         let admission = self.admission_row.health();
         let admitted = admission.start_running();
         let now = self.clock.now();
@@ -305,30 +407,61 @@ impl ScanJobs {
             .write(move |c| crate::store::scan_jobs::insert_queued(c, kind.as_str(), micros(now)))
             .map_err(|e: StoreError| {
                 admission.record_loss();
-                format!("cannot record the scan job: {e}")
+                RequestError::Store(e)
             })?;
-        let (tx, rx) = bounded(1);
-        let job = Job {
-            id,
-            kind,
-            reply: wait.map(|_| tx),
-        };
-        let pushed = self.queue.try_push(job);
+        let pushed = self.queue.try_push(Job { id, kind, reply });
         admitted.finish();
         if let Err(refused) = pushed {
             drop(refused); // counted as one loss of scans.jobs
             let _ = self
                 .store
                 .write_detached(move |c| crate::store::scan_jobs::refuse_full(c, id));
-            return Err("scan queue is full (8 jobs waiting); try again later".to_string());
+            return Err(RequestError::QueueFull);
         }
-        match wait {
-            None => Ok(None),
-            Some(t) => rx
-                .recv_timeout(t)
-                .map(Some)
-                .map_err(|_| format!("scan job {id} did not finish in time")),
+        Ok(id)
+    }
+
+    /// Cancels job `id`: a queued job never runs, a running one stops before its next
+    /// check (findings of the checks it completed stay submitted). Returns the state it had.
+    pub fn cancel(&self, id: i64) -> Result<String, CancelError> {
+        let row = self
+            .store
+            .read(move |c| crate::store::scan_jobs::get(c, id))
+            .map_err(CancelError::Store)?
+            .ok_or(CancelError::NoSuchJob(id))?;
+        let reason = match row.state.as_str() {
+            "queued" => "cancelled_while_queued",
+            "running" => "cancelled_while_running",
+            _ => {
+                return Err(CancelError::Finished {
+                    id,
+                    state: row.state,
+                })
+            }
+        };
+        if row.state == "running" {
+            self.cancel_running.store(id, Ordering::SeqCst);
         }
+        let now = self.clock.now();
+        let changed = self
+            .store
+            .write(move |c| crate::store::scan_jobs::cancel(c, id, reason, micros(now)))
+            .map_err(CancelError::Store)?;
+        if !changed {
+            // It ended between the read and the update.
+            let state = self
+                .store
+                .read(move |c| crate::store::scan_jobs::get(c, id))
+                .map_err(CancelError::Store)?
+                .map(|r| r.state)
+                .unwrap_or_default();
+            return Err(CancelError::Finished { id, state });
+        }
+        Ok(row.state)
+    }
+
+    fn cancelled(&self, id: i64) -> bool {
+        self.stop.load(Ordering::SeqCst) || self.cancel_running.load(Ordering::SeqCst) == id
     }
 
     fn schedule(&self, critical: Option<Duration>, deep: Option<Duration>) {
@@ -369,12 +502,28 @@ impl ScanJobs {
             };
             let (id, kind) = (guard.id, guard.kind);
             let started = self.clock.now();
-            let _ = self
+            let taken = self
                 .store
-                .write_detached(move |c| crate::store::scan_jobs::start(c, id, micros(started)));
+                .write(move |c| crate::store::scan_jobs::start(c, id, micros(started)));
+            if let Ok(false) = taken {
+                // Cancelled while it waited.
+                let job = guard.finish();
+                if let Some(reply) = job.reply {
+                    let _ = reply.send(JobResult {
+                        id,
+                        kind,
+                        state: "cancelled".into(),
+                        findings: Vec::new(),
+                        finished: self.clock.now(),
+                    });
+                }
+                continue;
+            }
+            #[cfg(debug_assertions)]
+            self.test_pause();
             let mut all = Vec::new();
             for check in kind.checks() {
-                if self.stop.load(Ordering::SeqCst) {
+                if self.cancelled(id) {
                     break;
                 }
                 let findings = super::run_all(std::slice::from_ref(&check), &self.ctx);
@@ -384,7 +533,7 @@ impl ScanJobs {
             if matches!(kind, JobKind::Deep | JobKind::Full) {
                 let tasks: Vec<Arc<dyn ScanTask>> = self.tasks.lock().clone();
                 for task in tasks {
-                    if self.stop.load(Ordering::SeqCst) {
+                    if self.cancelled(id) {
                         break;
                     }
                     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -409,6 +558,21 @@ impl ScanJobs {
                 // it `error` with reason `daemon_restarted`.
                 break;
             }
+            if self.cancel_running.load(Ordering::SeqCst) == id {
+                // Cancelled while running: its record already says so.
+                self.cancel_running.store(0, Ordering::SeqCst);
+                let job = guard.finish();
+                if let Some(reply) = job.reply {
+                    let _ = reply.send(JobResult {
+                        id,
+                        kind,
+                        state: "cancelled".into(),
+                        findings: all,
+                        finished: self.clock.now(),
+                    });
+                }
+                continue;
+            }
             if matches!(kind, JobKind::Deep | JobKind::Full) {
                 self.store_hardening();
             }
@@ -432,6 +596,33 @@ impl ScanJobs {
                 });
             }
         }
+    }
+
+    /// Debug builds only (integration tests run them): with `SVC_TEST_SCAN_PAUSE=<base>` in
+    /// the daemon's environment, a job that starts running writes `<base>.reached` and waits
+    /// (at most 30 s, or until shutdown) for `<base>.go`, so a test can fill the queue or
+    /// cancel and restart around a running job. Compiled out of release builds.
+    #[cfg(debug_assertions)]
+    fn test_pause(&self) {
+        let Some(base) = std::env::var_os("SVC_TEST_SCAN_PAUSE").map(std::path::PathBuf::from)
+        else {
+            return;
+        };
+        let reached = base.with_extension("reached");
+        let go = base.with_extension("go");
+        if let Err(e) = crate::fsutil::write_atomic(&reached, b"", 0o600, None) {
+            log::warn!("SVC_TEST_SCAN_PAUSE: {e}");
+            return;
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !go.exists()
+            && !self.stop.load(Ordering::SeqCst)
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = crate::fsutil::remove_daemon_file(&go);
+        let _ = crate::fsutil::remove_daemon_file(&reached);
     }
 
     fn store_hardening(&self) {

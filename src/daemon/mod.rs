@@ -747,7 +747,7 @@ pub(crate) fn run_check(app: &App) -> Value {
             json!({ "ok": true, "job": result })
         }
         Ok(None) => json!({ "error": "scan job queued without a result" }),
-        Err(e) => json!({ "error": e }),
+        Err(e) => json!({ "error": e.to_string() }),
     }
 }
 

@@ -34,6 +34,7 @@ mod mail_password;
 mod persist;
 mod quarantine;
 mod reload;
+mod remedy;
 mod server;
 mod threat;
 mod waf;
