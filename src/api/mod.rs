@@ -28,6 +28,7 @@ pub mod metrics;
 mod pages;
 pub mod params;
 mod perf;
+mod remedy;
 mod router;
 mod scan_jobs;
 mod session_routes;
@@ -82,6 +83,10 @@ pub struct Services {
     pub challenge: Option<Arc<crate::challenge::Challenge>>,
     /// Verified crawlers (`crawler::Verifier`).
     pub crawler: Arc<crate::crawler::Verifier>,
+    /// Fixes of findings (`/api/v1/fix` and its family).
+    pub fixer: Arc<crate::remedy::Fixer>,
+    /// The file quarantine's handles as they are now (restore and bulk delete).
+    pub quarantine: crate::remedy::QuarantineSource,
 }
 
 pub use router::{Access, Route, ROUTES};

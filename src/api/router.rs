@@ -130,6 +130,43 @@ pub static ROUTES: &[Route] = &[
         Access::Admin,
         super::backups::quarantine_preview
     ),
+    Route {
+        path: "/api/v1/quarantine-restore",
+        methods: &[("POST", super::remedy::quarantine_restore)],
+        access: Access::Admin,
+        action: "quarantine.restore",
+    },
+    Route {
+        path: "/api/v1/quarantine/bulk-delete",
+        methods: &[("POST", super::remedy::quarantine_bulk_delete)],
+        access: Access::Admin,
+        action: "quarantine.bulk_delete",
+    },
+    // Fixes (remedy.rs)
+    Route {
+        path: "/api/v1/fix",
+        methods: &[("POST", super::remedy::fix)],
+        access: Access::Admin,
+        action: "finding.fix",
+    },
+    Route {
+        path: "/api/v1/fix-bulk",
+        methods: &[("POST", super::remedy::fix_bulk)],
+        access: Access::Admin,
+        action: "finding.fix_bulk",
+    },
+    Route {
+        path: "/api/v1/dismiss",
+        methods: &[("POST", super::remedy::dismiss)],
+        access: Access::Admin,
+        action: "finding.dismiss",
+    },
+    Route {
+        path: "/api/v1/verify-finding",
+        methods: &[("POST", super::remedy::verify_finding)],
+        access: Access::Admin,
+        action: "finding.verify",
+    },
     get!(
         "/api/v1/db-object-backups",
         Access::Admin,
@@ -784,7 +821,19 @@ impl App {
             404 => "not_found",
             _ => "error",
         };
-        let target = wildcard_target(route.path, &req.path);
+        let mut target = wildcard_target(route.path, &req.path).to_string();
+        if target.is_empty() {
+            // Routes naming their object in the body (`{"id"}`: a finding, a quarantine
+            // entry) are audited with it.
+            if req.body.len() <= LARGE_REQUEST {
+                if let Ok(serde_json::Value::Object(m)) = super::body::parse(&req.body) {
+                    if let Some(id) = m.get("id").and_then(|v| v.as_str()) {
+                        target = crate::text::for_log(id, 64);
+                    }
+                }
+            }
+        }
+        let target = target.as_str();
         self.audit.record(Entry {
             at: self.clock.now(),
             actor: &c.name,

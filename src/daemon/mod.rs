@@ -481,6 +481,10 @@ impl Front {
         geoip: Option<Arc<crate::geoip::GeoIp>>,
         live: Arc<config::Live>,
     ) -> Result<Front, StartError> {
+        let quarantine: crate::remedy::QuarantineSource = {
+            let collectors = sub.collectors.clone();
+            Arc::new(move || collectors.quarantine_control())
+        };
         let services = crate::api::Services {
             registry: sub.registry.clone(),
             engine: sub.engine.clone(),
@@ -499,6 +503,13 @@ impl Front {
             threat: sub.threat.clone(),
             challenge: sub.challenge.as_ref().map(|r| r.challenge.clone()),
             crawler: sub.crawler.clone(),
+            fixer: Arc::new(crate::remedy::Fixer::new(
+                sub.jobs.context().clone(),
+                quarantine.clone(),
+                store.clone(),
+                clock.clone(),
+            )),
+            quarantine,
         };
         let app = Arc::new(App::new(cfg.clone(), clock, store.clone(), services));
         {

@@ -245,3 +245,359 @@ fn scan_jobs_over_the_api_queue_cancel_and_survive_a_restart() {
     let s = d2.get("/api/v1/status", READ).json();
     assert_eq!(s["latest_scan"], job["finished_at"], "{s}");
 }
+
+fn mode_of(p: &Path) -> u32 {
+    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+fn id_of(d: &Daemon, check: &str, path: &Path) -> String {
+    let shown = path.display().to_string();
+    findings(d, check)
+        .iter()
+        .find(|f| f["path"] == shown.as_str())
+        .and_then(|f| f["id"].as_str().map(String::from))
+        .unwrap_or_else(|| panic!("no {check} finding for {shown}"))
+}
+
+/// `POST /api/v1/fix` on world-writable PHP: scopes and bad ids, the mode becomes 0644 with
+/// the owner kept and the finding resolved; a symlink swapped in after detection, or a file
+/// modified since, is refused with 409 and nothing changes; a finding without a fix is 400;
+/// the fix is audited with the finding's id.
+#[test]
+fn fix_makes_writable_php_0644_and_refuses_files_changed_since_detection() {
+    let (d, www) = start("remedy-fix", "", &[]);
+    let open = www.join("site/open.php");
+    let swapped = www.join("site/swapped.php");
+    let edited = www.join("site/edited.php");
+    for p in [&open, &swapped, &edited] {
+        write_mode(p, b"<?php echo 1;", 0o666);
+        std::os::unix::fs::chown(p, Some(1234), Some(1234)).unwrap();
+    }
+    let outside = d.dir.join("outside.php");
+    write_mode(&outside, b"<?php echo 2;", 0o666);
+    let passwd = d.dir.join("fixture/etc/passwd");
+    std::fs::create_dir_all(passwd.parent().unwrap()).unwrap();
+    std::fs::write(
+        &passwd,
+        "root:x:0:0::/root:/bin/sh\ntoor:x:0:0::/root:/bin/sh\n",
+    )
+    .unwrap();
+    scan(&d, "full");
+    let id = id_of(&d, "world_writable_php", &open);
+    let enriched = d.get("/api/v1/findings/enriched", READ).json();
+    let e = enriched["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(e["fixable"], true, "{e}");
+    assert_eq!(e["fix_action"], "chmod", "{e}");
+    assert!(e["fix_description"].as_str().unwrap().contains("0644"));
+    // Scope, malformed and unknown ids, a finding without a fix.
+    post(&d, "/api/v1/fix", READ, &json!({ "id": id })).expect(403);
+    post(
+        &d,
+        "/api/v1/fix",
+        ADMIN,
+        &json!({ "id": "../../etc/passwd" }),
+    )
+    .expect(400);
+    post(
+        &d,
+        "/api/v1/fix",
+        ADMIN,
+        &json!({ "id": "0123456789abcdef" }),
+    )
+    .expect(404);
+    post(&d, "/api/v1/fix", ADMIN, &json!({})).expect(400);
+    let uid0 = findings(&d, "uid0_account");
+    assert_eq!(uid0.len(), 1, "{uid0:?}");
+    let r = post(&d, "/api/v1/fix", ADMIN, &json!({ "id": uid0[0]["id"] }));
+    r.expect(400);
+    assert!(r.json()["error"]
+        .as_str()
+        .unwrap()
+        .contains("no automatic fix"));
+    // The fix.
+    let r = post(&d, "/api/v1/fix", ADMIN, &json!({ "id": id }));
+    r.expect(200);
+    let v = r.json();
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["fixed"]["previous_mode"], "0666", "{v}");
+    assert_eq!(mode_of(&open), 0o644);
+    let meta = std::fs::metadata(&open).unwrap();
+    assert_eq!(
+        (
+            std::os::unix::fs::MetadataExt::uid(&meta),
+            std::os::unix::fs::MetadataExt::gid(&meta)
+        ),
+        (1234, 1234)
+    );
+    assert!(findings(&d, "world_writable_php")
+        .iter()
+        .all(|f| f["id"] != id.as_str()));
+    post(&d, "/api/v1/fix", ADMIN, &json!({ "id": id })).expect(404);
+    // A symlink swapped in between detection and fix.
+    let swapped_id = id_of(&d, "world_writable_php", &swapped);
+    std::fs::remove_file(&swapped).unwrap();
+    std::os::unix::fs::symlink(&outside, &swapped).unwrap();
+    let r = post(&d, "/api/v1/fix", ADMIN, &json!({ "id": swapped_id }));
+    r.expect(409);
+    assert!(
+        r.json()["error"].as_str().unwrap().contains("verify"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(mode_of(&outside), 0o666, "the link's target is untouched");
+    assert!(std::fs::symlink_metadata(&swapped)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    // A file written after the scan saw it.
+    let edited_id = id_of(&d, "world_writable_php", &edited);
+    std::fs::write(&edited, b"<?php echo 3;").unwrap();
+    post(&d, "/api/v1/fix", ADMIN, &json!({ "id": edited_id })).expect(409);
+    assert_eq!(mode_of(&edited), 0o666);
+    // verify-finding: the swapped file no longer holds (resolved), the edited one does.
+    let v = post(
+        &d,
+        "/api/v1/verify-finding",
+        ADMIN,
+        &json!({ "id": swapped_id }),
+    );
+    v.expect(200);
+    assert_eq!(v.json()["holds"], false);
+    assert_eq!(v.json()["resolved"], true);
+    let v = post(
+        &d,
+        "/api/v1/verify-finding",
+        ADMIN,
+        &json!({ "id": edited_id }),
+    );
+    assert_eq!(v.json()["holds"], true, "{}", v.text());
+    // dismiss resolves without touching the file.
+    post(&d, "/api/v1/dismiss", ADMIN, &json!({ "id": edited_id })).expect(200);
+    assert!(findings(&d, "world_writable_php").is_empty());
+    assert_eq!(mode_of(&edited), 0o666);
+    // Audited with the finding's id.
+    let audit = wait_until(30, "the audit rows", || {
+        let a = d.get("/api/v1/audit", ADMIN).json();
+        let items = a["items"].as_array().cloned().unwrap_or_default();
+        items
+            .iter()
+            .any(|e| {
+                e["action"] == "finding.fix" && e["target"] == id.as_str() && e["outcome"] == "ok"
+            })
+            .then_some(items)
+    });
+    assert!(audit.iter().any(|e| e["action"] == "finding.fix"
+        && e["target"] == swapped_id.as_str()
+        && e["outcome"] == "error"));
+}
+
+/// `POST /api/v1/fix-bulk` over 1,000 findings plus ids that fail: 200 listing the failures;
+/// an empty list 400; a batch where nothing is fixed answers an error status. Prints the
+/// latency of one fix and of the bulk fix (measured, not asserted).
+#[test]
+fn fix_bulk_fixes_a_thousand_files_and_lists_failures() {
+    let (d, www) = start("remedy-bulk", "", &[]);
+    let one = www.join("one.php");
+    write_mode(&one, b"<?php", 0o666);
+    scan(&d, "deep");
+    let one_id = id_of(&d, "world_writable_php", &one);
+    let t = std::time::Instant::now();
+    post(&d, "/api/v1/fix", ADMIN, &json!({ "id": one_id })).expect(200);
+    let single = t.elapsed();
+    // A check reports 1,000 findings at most: exactly that many.
+    for i in 0..1000 {
+        write_mode(
+            &www.join(format!("bulk/{}/f{i}.php", i % 10)),
+            b"<?php",
+            0o666,
+        );
+    }
+    scan(&d, "deep");
+    let all = findings(&d, "world_writable_php");
+    assert_eq!(all.len(), 1000);
+    post(&d, "/api/v1/fix-bulk", ADMIN, &json!({ "ids": [] })).expect(400);
+    post(
+        &d,
+        "/api/v1/fix-bulk",
+        ADMIN,
+        &json!({ "ids": ["0123456789abcdef", "x/../y"] }),
+    )
+    .expect(404);
+    let mut ids: Vec<Value> = all.iter().map(|f| f["id"].clone()).collect();
+    ids.push(json!("0123456789abcdef"));
+    ids.push(json!(one_id));
+    let t = std::time::Instant::now();
+    let r = post(&d, "/api/v1/fix-bulk", ADMIN, &json!({ "ids": ids }));
+    let bulk = t.elapsed();
+    r.expect(200);
+    let v = r.json();
+    assert_eq!(v["fixed"].as_array().unwrap().len(), 1000);
+    let failures = v["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    assert!(failures.iter().all(|f| f["status"] == 404));
+    for i in 0..1000 {
+        assert_eq!(
+            mode_of(&www.join(format!("bulk/{}/f{i}.php", i % 10))),
+            0o644
+        );
+    }
+    assert!(findings(&d, "world_writable_php").is_empty());
+    println!(
+        "fix latency: one finding {:.1} ms, bulk of 1,000 findings {:.1} ms",
+        single.as_secs_f64() * 1e3,
+        bulk.as_secs_f64() * 1e3
+    );
+}
+
+const WEBSHELL: &str = "<?php\n@eval($_POST['cmd']);\n?>\n";
+
+/// A webshell the watcher reported (auto-quarantine off) is quarantined by its fix, listed in
+/// GET /api/v1/quarantine, restored by quarantine-restore (refused when its directory changed
+/// owner or became a symlink), and deleted by quarantine/bulk-delete.
+#[test]
+fn fix_quarantines_a_webshell_and_the_quarantine_routes_restore_and_delete_it() {
+    let dir = temp_dir("remedy-shell");
+    let www = dir.join("www");
+    std::fs::create_dir_all(www.join("up")).unwrap();
+    let state = dir.join("state");
+    let config = dir.join("svc.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}[files]\nwatch = [{www:?}]\n[logs]\nauth = []\n[checks]\ncritical_interval_min = 0\ndeep_interval_min = 0\nroot = {root:?}\n[auto_response]\nquarantine = false\n",
+            base_config(&state),
+            www = www.display().to_string(),
+            root = dir.join("fixture").display().to_string(),
+        ),
+    )
+    .unwrap();
+    let d = Daemon::start_with(dir.clone(), config, state, &[]);
+    let shell = www.join("up/shell.php");
+    let staging = dir.join("staging");
+    std::fs::write(&staging, WEBSHELL).unwrap();
+    std::os::unix::fs::chown(&staging, Some(1234), Some(1234)).unwrap();
+    std::fs::rename(&staging, &shell).unwrap();
+    let shown = shell.display().to_string();
+    let f = wait_until(60, "the webshell finding", || {
+        d.get("/api/v1/findings", READ).json()["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"] == shown.as_str())
+            .cloned()
+    });
+    let id = f["id"].as_str().unwrap().to_string();
+    let r = post(&d, "/api/v1/fix", ADMIN, &json!({ "id": id }));
+    r.expect(200);
+    let v = r.json();
+    assert_eq!(v["fixed"]["action"], "quarantine", "{v}");
+    let qid = v["fixed"]["quarantine_id"].as_str().unwrap().to_string();
+    assert!(std::fs::symlink_metadata(&shell).is_err(), "moved away");
+    let q = d.get("/api/v1/quarantine", ADMIN).json();
+    assert!(q["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["id"] == qid.as_str() && e["original_path"] == shown.as_str()));
+    // Restore: refused while the directory is owned by another user, then done.
+    post(
+        &d,
+        "/api/v1/quarantine-restore",
+        READ,
+        &json!({ "id": qid }),
+    )
+    .expect(403);
+    post(
+        &d,
+        "/api/v1/quarantine-restore",
+        ADMIN,
+        &json!({ "id": "nope" }),
+    )
+    .expect(404);
+    std::os::unix::fs::chown(www.join("up"), Some(4321), Some(4321)).unwrap();
+    let r = post(
+        &d,
+        "/api/v1/quarantine-restore",
+        ADMIN,
+        &json!({ "id": qid }),
+    );
+    r.expect(409);
+    assert!(
+        r.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("owned by uid 4321"),
+        "{}",
+        r.text()
+    );
+    assert!(std::fs::symlink_metadata(&shell).is_err());
+    // The directory replaced by a symlink to a directory outside the root.
+    std::os::unix::fs::chown(www.join("up"), Some(0), Some(0)).unwrap();
+    let outside = dir.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::rename(www.join("up"), dir.join("up-moved")).unwrap();
+    std::os::unix::fs::symlink(&outside, www.join("up")).unwrap();
+    post(
+        &d,
+        "/api/v1/quarantine-restore",
+        ADMIN,
+        &json!({ "id": qid }),
+    )
+    .expect(409);
+    assert!(
+        std::fs::read_dir(&outside).unwrap().next().is_none(),
+        "nothing written outside"
+    );
+    std::fs::remove_file(www.join("up")).unwrap();
+    std::fs::rename(dir.join("up-moved"), www.join("up")).unwrap();
+    let r = post(
+        &d,
+        "/api/v1/quarantine-restore",
+        ADMIN,
+        &json!({ "id": qid }),
+    );
+    r.expect(200);
+    assert_eq!(std::fs::read_to_string(&shell).unwrap(), WEBSHELL);
+    post(
+        &d,
+        "/api/v1/quarantine-restore",
+        ADMIN,
+        &json!({ "id": qid }),
+    )
+    .expect(409);
+    // Bulk delete: the restored entry goes, an unknown id is listed as a failure.
+    post(
+        &d,
+        "/api/v1/quarantine/bulk-delete",
+        ADMIN,
+        &json!({ "ids": [] }),
+    )
+    .expect(400);
+    let r = post(
+        &d,
+        "/api/v1/quarantine/bulk-delete",
+        ADMIN,
+        &json!({ "ids": [qid, "nope"] }),
+    );
+    r.expect(200);
+    assert_eq!(r.json()["failures"].as_array().unwrap().len(), 1);
+    let q = d.get("/api/v1/quarantine", ADMIN).json();
+    assert!(q["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| e["id"] != qid.as_str()));
+    post(
+        &d,
+        "/api/v1/quarantine/bulk-delete",
+        ADMIN,
+        &json!({ "ids": ["nope"] }),
+    )
+    .expect(404);
+}

@@ -1,0 +1,381 @@
+//! Fixes of findings (issue 27): what a fix of a finding does ([`plan`]), applying it
+//! ([`Fixer::apply`]) and whether the finding's condition still holds
+//! ([`Fixer::still_holds`]).
+//!
+//! Every fix acts on the file the finding names, beneath a web root (`checks.web_roots`) or a
+//! watched root (`files.watch`), through [`crate::sys::dir`]: no symlink is followed on the
+//! way or at the file, nothing outside the root is reached. Before changing anything a fix
+//! checks that the file is the one detected: still a regular file, not modified after the
+//! finding was last seen, and still in the condition reported; otherwise it refuses with
+//! [`FixError::Changed`] and changes nothing (re-verify first).
+//!
+//! Fixes:
+//! - `world_writable_php`: mode 0644 (owner kept; the previous mode is reported).
+//! - signature findings (`webshell`, `dropper`, `phishing`, `obfuscated_php`,
+//!   `php_in_uploads`, `malicious_js`, `executable_in_uploads`): the file moves into the
+//!   quarantine, restorable with `POST /api/v1/quarantine-restore`.
+
+use std::ffi::OsStr;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::checks::CheckContext;
+use crate::clock::SharedClock;
+use crate::findings::Finding;
+use crate::scan::quarantine::control::{quarantine_and_record, Cause, QuarantineControl};
+use crate::store::Store;
+use crate::sys::dir::{self, Dir, FileInfo, Kind};
+
+/// Mode a writable PHP file gets.
+pub const PHP_FIX_MODE: u32 = 0o644;
+
+/// Signature categories whose file a fix moves into the quarantine.
+pub const QUARANTINE_CHECKS: &[&str] = &[
+    "webshell",
+    "dropper",
+    "phishing",
+    "phishing_page",
+    "obfuscated_php",
+    "php_in_uploads",
+    "malicious_js",
+    "executable_in_uploads",
+];
+
+/// What a fix does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FixAction {
+    /// Mode [`PHP_FIX_MODE`], owner kept.
+    Chmod,
+    /// Move into the quarantine (restorable).
+    Quarantine,
+}
+
+impl FixAction {
+    /// What the fix will do, for people.
+    pub fn description(self) -> &'static str {
+        match self {
+            FixAction::Chmod => {
+                "Set the file's mode to 0644 (owner kept), so only its owner can change it."
+            }
+            FixAction::Quarantine => {
+                "Move the file into the quarantine (restorable with quarantine-restore)."
+            }
+        }
+    }
+}
+
+/// The fix of a finding of `check`, if it has one.
+pub fn plan(check: &str) -> Option<FixAction> {
+    match check {
+        crate::checks::webroot::CHECK => Some(FixAction::Chmod),
+        c if QUARANTINE_CHECKS.contains(&c) => Some(FixAction::Quarantine),
+        _ => None,
+    }
+}
+
+/// Why a fix was not applied. Nothing was changed for any of them but [`FixError::Failed`]
+/// after the change began (then the message says what).
+#[derive(Debug)]
+pub enum FixError {
+    /// The finding's check has no fix.
+    NoFix { check: String },
+    /// The finding names no file.
+    NoPath,
+    /// The finding's path is not absolute, has `.` or `..` components, or lies beneath no
+    /// root a fix may act in.
+    BadPath { path: String, why: &'static str },
+    /// The file is not the one detected (gone, replaced by a symlink or another kind,
+    /// modified, or no longer in the reported condition).
+    Changed { path: String, what: String },
+    /// The quarantine is not available right now (the file watcher is restarting).
+    Unavailable,
+    /// The file system refused.
+    Failed { path: String, error: std::io::Error },
+}
+
+impl FixError {
+    /// The HTTP status of the refusal.
+    pub fn status(&self) -> u16 {
+        match self {
+            FixError::NoFix { .. } | FixError::NoPath | FixError::BadPath { .. } => 400,
+            FixError::Changed { .. } => 409,
+            FixError::Unavailable => 503,
+            FixError::Failed { .. } => 500,
+        }
+    }
+}
+
+impl std::fmt::Display for FixError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::text::escape_controls as esc;
+        match self {
+            FixError::NoFix { check } => write!(
+                f,
+                "findings of {} have no automatic fix; see the finding's fix text",
+                esc(check)
+            ),
+            FixError::NoPath => write!(f, "the finding names no file to fix"),
+            FixError::BadPath { path, why } => write!(f, "cannot fix {}: {why}", esc(path)),
+            FixError::Changed { path, what } => write!(
+                f,
+                "{} changed since detection ({what}); verify the finding first",
+                esc(path)
+            ),
+            FixError::Unavailable => {
+                write!(
+                    f,
+                    "the quarantine is restarting (configuration reload); try again"
+                )
+            }
+            FixError::Failed { path, error } => write!(f, "fixing {} failed: {error}", esc(path)),
+        }
+    }
+}
+
+impl std::error::Error for FixError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            FixError::Failed { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// A fix that was applied.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Fixed {
+    pub action: FixAction,
+    pub path: String,
+    /// For a chmod: the mode before (octal text).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_mode: Option<String>,
+    /// For a quarantine: the entry's id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quarantine_id: Option<String>,
+}
+
+/// The quarantine handles as they are now (`None` while the file watcher restarts).
+pub type QuarantineSource = Arc<dyn Fn() -> Option<QuarantineControl> + Send + Sync>;
+
+/// Applies fixes: the web roots of the checks, the quarantine of the file watcher.
+pub struct Fixer {
+    ctx: CheckContext,
+    quarantine: QuarantineSource,
+    store: Store,
+    clock: SharedClock,
+}
+
+impl Fixer {
+    pub fn new(
+        ctx: CheckContext,
+        quarantine: QuarantineSource,
+        store: Store,
+        clock: SharedClock,
+    ) -> Fixer {
+        Fixer {
+            ctx,
+            quarantine,
+            store,
+            clock,
+        }
+    }
+
+    /// Applies the fix of `f`; see the module docs for what is checked first.
+    pub fn apply(&self, f: &Finding) -> Result<Fixed, FixError> {
+        let action = plan(&f.check).ok_or_else(|| FixError::NoFix {
+            check: f.check.clone(),
+        })?;
+        let path = finding_path(f)?;
+        match action {
+            FixAction::Chmod => self.chmod(f, &path),
+            FixAction::Quarantine => self.quarantine(f, &path),
+        }
+    }
+
+    /// Whether the condition `f` reports still holds on disk (`None`: this finding cannot
+    /// be re-checked here).
+    pub fn still_holds(&self, f: &Finding) -> Option<bool> {
+        let action = plan(&f.check)?;
+        let path = finding_path(f).ok()?;
+        let roots = match action {
+            FixAction::Chmod => self.web_roots(),
+            FixAction::Quarantine => (self.quarantine)()?.quarantine.roots().to_vec(),
+        };
+        Some(match open_beneath(&roots, &path) {
+            Ok((_, _, info)) => match action {
+                FixAction::Chmod => info.mode & 0o002 != 0,
+                FixAction::Quarantine => true,
+            },
+            Err(_) => false,
+        })
+    }
+
+    fn web_roots(&self) -> Vec<PathBuf> {
+        self.ctx.glob_all(&self.ctx.web_roots)
+    }
+
+    fn chmod(&self, f: &Finding, path: &Path) -> Result<Fixed, FixError> {
+        let (_dir, file, info) = open_beneath(&self.web_roots(), path)?;
+        unchanged_since(f, path, &info)?;
+        if info.mode & 0o002 == 0 {
+            return Err(changed(path, "no longer writable by others"));
+        }
+        dir::set_mode(&file, PHP_FIX_MODE).map_err(|error| FixError::Failed {
+            path: shown(path),
+            error,
+        })?;
+        Ok(Fixed {
+            action: FixAction::Chmod,
+            path: shown(path),
+            previous_mode: Some(format!("{:04o}", info.mode)),
+            quarantine_id: None,
+        })
+    }
+
+    fn quarantine(&self, f: &Finding, path: &Path) -> Result<Fixed, FixError> {
+        let q = (self.quarantine)().ok_or(FixError::Unavailable)?;
+        let (_dir, _file, info) = open_beneath(q.quarantine.roots(), path)?;
+        unchanged_since(f, path, &info)?;
+        let cause = Cause {
+            check: &f.check,
+            reason: "fix through the API",
+            account: f.account.as_deref(),
+        };
+        // The quarantine opens the file again without following links and moves it only if
+        // it is still a regular file (a swap in between is refused there).
+        let id = quarantine_and_record(&self.store, &q.quarantine, &self.clock, path, &cause)
+            .map_err(|error| match error.kind() {
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::InvalidInput => {
+                    changed(path, &error.to_string())
+                }
+                _ => FixError::Failed {
+                    path: shown(path),
+                    error,
+                },
+            })?;
+        Ok(Fixed {
+            action: FixAction::Quarantine,
+            path: shown(path),
+            previous_mode: None,
+            quarantine_id: Some(id),
+        })
+    }
+}
+
+fn shown(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+fn changed(path: &Path, what: &str) -> FixError {
+    FixError::Changed {
+        path: shown(path),
+        what: what.to_string(),
+    }
+}
+
+/// The finding's path: absolute, only normal components (no `.`, `..`).
+fn finding_path(f: &Finding) -> Result<PathBuf, FixError> {
+    let p = f.path.as_deref().ok_or(FixError::NoPath)?;
+    let path = PathBuf::from(p);
+    let bad = |why| FixError::BadPath {
+        path: p.to_string(),
+        why,
+    };
+    if !path.is_absolute() {
+        return Err(bad("not an absolute path"));
+    }
+    if path
+        .components()
+        .any(|c| !matches!(c, Component::RootDir | Component::Normal(_)))
+    {
+        return Err(bad("the path has . or .. components"));
+    }
+    if p.ends_with('/') {
+        return Err(bad("not a file name"));
+    }
+    Ok(path)
+}
+
+/// Opens the regular file `path` beneath the longest of `roots` containing it, following
+/// no symlink beneath the root: (its directory, the file, its status).
+fn open_beneath(
+    roots: &[PathBuf],
+    path: &Path,
+) -> Result<(Dir, std::fs::File, FileInfo), FixError> {
+    let (root, rel) = roots
+        .iter()
+        .filter_map(|r| Some((r, path.strip_prefix(r).ok()?)))
+        .filter(|(_, rel)| !rel.as_os_str().is_empty())
+        .max_by_key(|(r, _)| r.components().count())
+        .ok_or_else(|| FixError::BadPath {
+            path: shown(path),
+            why: "not beneath a root fixes may act in",
+        })?;
+    let name: &OsStr = rel.file_name().ok_or_else(|| FixError::BadPath {
+        path: shown(path),
+        why: "not a file name",
+    })?;
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    let gone = |e: dir::Error| match e {
+        dir::Error::Io { ref source, .. } if source.kind() != std::io::ErrorKind::NotFound => {
+            FixError::Failed {
+                path: shown(path),
+                error: std::io::Error::new(source.kind(), e.to_string()),
+            }
+        }
+        e => changed(path, &e.to_string()),
+    };
+    let d = Dir::walk_trusted(root)
+        .and_then(|d| d.open_beneath(parent))
+        .map_err(gone)?;
+    let file = d.open_regular(name).map_err(gone)?;
+    let info = FileInfo::of(&file).map_err(|error| FixError::Failed {
+        path: shown(path),
+        error,
+    })?;
+    if info.kind != Kind::File {
+        return Err(changed(path, "not a regular file"));
+    }
+    Ok((d, file, info))
+}
+
+/// Refuses a file modified after the finding was last seen.
+fn unchanged_since(f: &Finding, path: &Path, info: &FileInfo) -> Result<(), FixError> {
+    let mtime = jiff::Timestamp::new(info.mtime.0, info.mtime.1 as i32).ok();
+    if mtime.is_some_and(|m| m > f.last_seen) {
+        return Err(changed(path, "modified after it was last seen"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::findings::Severity;
+
+    fn finding(check: &str, path: &str) -> Finding {
+        Finding::new(check, Severity::High, "m", jiff::Timestamp::now()).with_path(path)
+    }
+
+    #[test]
+    fn plans_and_path_rules() {
+        assert_eq!(plan("world_writable_php"), Some(FixAction::Chmod));
+        assert_eq!(plan("webshell"), Some(FixAction::Quarantine));
+        assert_eq!(plan("uid0_account"), None);
+        assert!(finding_path(&finding("webshell", "/var/www/a.php")).is_ok());
+        for bad in [
+            "var/www/a.php",
+            "/var/www/../etc/passwd",
+            "/var/./a.php",
+            "/var/www/",
+        ] {
+            let e = finding_path(&finding("webshell", bad)).unwrap_err();
+            assert_eq!(e.status(), 400, "{bad}: {e}");
+        }
+        let none = Finding::new("webshell", Severity::High, "m", jiff::Timestamp::now());
+        assert_eq!(finding_path(&none).unwrap_err().status(), 400);
+    }
+}
