@@ -287,9 +287,11 @@ fn finding_path(f: &Finding) -> Result<PathBuf, FixError> {
     if !path.is_absolute() {
         return Err(bad("not an absolute path"));
     }
-    if path
-        .components()
-        .any(|c| !matches!(c, Component::RootDir | Component::Normal(_)))
+    // Checked on the text: `Path::components` drops inner `.` components.
+    if p.split('/').any(|seg| seg == "." || seg == "..")
+        || path
+            .components()
+            .any(|c| !matches!(c, Component::RootDir | Component::Normal(_)))
     {
         return Err(bad("the path has . or .. components"));
     }
