@@ -28,6 +28,7 @@ pub mod metrics;
 mod pages;
 pub mod params;
 mod perf;
+mod prefs;
 mod remedy;
 mod router;
 mod scan_jobs;

@@ -142,6 +142,21 @@ pub static ROUTES: &[Route] = &[
         access: Access::Admin,
         action: "quarantine.bulk_delete",
     },
+    // Console preferences (prefs.rs): read per credential, admins save
+    get!("/api/v1/prefs/user", Access::Read, super::prefs::get),
+    Route {
+        path: "/api/v1/prefs/user",
+        methods: &[("POST", super::prefs::set)],
+        access: Access::Admin,
+        action: "prefs.user",
+    },
+    get!("/api/v1/prefs/views", Access::Read, super::prefs::get),
+    Route {
+        path: "/api/v1/prefs/views",
+        methods: &[("POST", super::prefs::set)],
+        access: Access::Admin,
+        action: "prefs.views",
+    },
     // Fixes (remedy.rs)
     Route {
         path: "/api/v1/fix",

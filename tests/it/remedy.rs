@@ -601,3 +601,66 @@ fn fix_quarantines_a_webshell_and_the_quarantine_routes_restore_and_delete_it() 
     )
     .expect(404);
 }
+
+/// Preferences (`webui.prefs.v1`): per credential and kind, any object up to 64 KiB (larger
+/// 413, not an object 400), a browser session shares its token's, read tokens read only.
+#[test]
+fn prefs_are_kept_per_credential_and_kind() {
+    let (d, _www) = start("remedy-prefs", "", &[]);
+    let caps = d.get("/api/v1/capabilities", READ).json();
+    assert!(caps["capabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c == "webui.prefs.v1"));
+    assert_eq!(
+        d.get("/api/v1/prefs/user", ADMIN).expect(200).json(),
+        json!({})
+    );
+    let saved = json!({ "filters": { "severity": ["CRITICAL"], "check": "webshell" }, "page": 50 });
+    post(&d, "/api/v1/prefs/user", ADMIN, &saved).expect(200);
+    post(
+        &d,
+        "/api/v1/prefs/views",
+        ADMIN,
+        &json!({ "views": [{"name": "mine"}] }),
+    )
+    .expect(200);
+    assert_eq!(d.get("/api/v1/prefs/user", ADMIN).json(), saved);
+    assert_eq!(
+        d.get("/api/v1/prefs/views", ADMIN).json()["views"][0]["name"],
+        "mine"
+    );
+    // Another credential has its own (read tokens may read, not save).
+    assert_eq!(
+        d.get("/api/v1/prefs/user", READ).expect(200).json(),
+        json!({})
+    );
+    post(&d, "/api/v1/prefs/user", READ, &saved).expect(403);
+    // A browser session logged in with the admin token sees the token's preferences.
+    let (cookie, csrf) = login(&d, ADMIN);
+    let c = format!("svc_auth={cookie}");
+    let r = d.req("GET", "/api/v1/prefs/user", &[("Cookie", &c)], b"");
+    assert_eq!(r.json(), saved);
+    d.req("POST", "/api/v1/prefs/user", &[("Cookie", &c)], b"{}")
+        .expect(403);
+    d.req(
+        "POST",
+        "/api/v1/prefs/user",
+        &[("Cookie", &c), ("X-CSRF-Token", &csrf)],
+        br#"{"page": 10}"#,
+    )
+    .expect(200);
+    assert_eq!(
+        d.get("/api/v1/prefs/user", ADMIN).json(),
+        json!({ "page": 10 })
+    );
+    // Limits.
+    let big = json!({ "blob": "x".repeat(64 * 1024) });
+    post(&d, "/api/v1/prefs/user", ADMIN, &big).expect(413);
+    post(&d, "/api/v1/prefs/user", ADMIN, &json!([1, 2])).expect(400);
+    assert_eq!(
+        d.get("/api/v1/prefs/user", ADMIN).json(),
+        json!({ "page": 10 })
+    );
+}
