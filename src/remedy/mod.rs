@@ -15,6 +15,9 @@
 //!   `php_in_uploads`, `malicious_js`, `executable_in_uploads`): the file moves into the
 //!   quarantine, restorable with `POST /api/v1/quarantine-restore`.
 
+pub mod clean;
+pub mod htaccess;
+
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -51,6 +54,10 @@ pub enum FixAction {
     Chmod,
     /// Move into the quarantine (restorable).
     Quarantine,
+    /// Remove the crontab lines of the reported threat (crontab kept as a backup entry).
+    RemoveCronLines,
+    /// Remove the injected directives (file kept as a pre-clean backup entry).
+    CleanHtaccess,
 }
 
 impl FixAction {
@@ -63,6 +70,8 @@ impl FixAction {
             FixAction::Quarantine => {
                 "Move the file into the quarantine (restorable with quarantine-restore)."
             }
+            FixAction::RemoveCronLines => "Remove the crontab lines of the reported kind only; the whole crontab is kept first as a pre-clean backup in the quarantine.",
+            FixAction::CleanHtaccess => "Remove the injected directives only (PHP prepend/append files, PHP handlers for static files); the whole file is kept first as a pre-clean backup in the quarantine.",
         }
     }
 }
@@ -71,6 +80,8 @@ impl FixAction {
 pub fn plan(check: &str) -> Option<FixAction> {
     match check {
         crate::checks::webroot::CHECK => Some(FixAction::Chmod),
+        crate::checks::cron::CHECK => Some(FixAction::RemoveCronLines),
+        "htaccess_injection" => Some(FixAction::CleanHtaccess),
         c if QUARANTINE_CHECKS.contains(&c) => Some(FixAction::Quarantine),
         _ => None,
     }
@@ -152,9 +163,12 @@ pub struct Fixed {
     /// For a chmod: the mode before (octal text).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub previous_mode: Option<String>,
-    /// For a quarantine: the entry's id.
+    /// For a quarantine: the entry's id; for a cleaning: the pre-clean backup's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quarantine_id: Option<String>,
+    /// For a cleaning: the 1-based numbers of the removed lines.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub removed_lines: Vec<usize>,
 }
 
 /// The quarantine handles as they are now (`None` while the file watcher restarts).
@@ -192,7 +206,64 @@ impl Fixer {
         match action {
             FixAction::Chmod => self.chmod(f, &path),
             FixAction::Quarantine => self.quarantine(f, &path),
+            FixAction::RemoveCronLines => self.clean_cron(f, &path),
+            FixAction::CleanHtaccess => self.clean_htaccess(f, &path),
         }
+    }
+
+    fn clean_cron(&self, f: &Finding, path: &Path) -> Result<Fixed, FixError> {
+        use crate::checks::cron;
+        let threat = cron::CronThreat::of_message(&f.message).ok_or_else(|| FixError::NoFix {
+            check: f.check.clone(),
+        })?;
+        let (root, format) = cron::source_of(&self.ctx, path).ok_or_else(|| FixError::BadPath {
+            path: shown(path),
+            why: "not a crontab the checks read",
+        })?;
+        self.clean(f, path, &root, |b| cron::without_threat(b, format, threat))
+    }
+
+    fn clean_htaccess(&self, f: &Finding, path: &Path) -> Result<Fixed, FixError> {
+        let mut roots = self.web_roots();
+        if let Some(q) = (self.quarantine)() {
+            roots.extend(q.quarantine.roots().iter().cloned());
+        }
+        let root = roots
+            .into_iter()
+            .filter(|r| {
+                path.strip_prefix(r)
+                    .is_ok_and(|rel| !rel.as_os_str().is_empty())
+            })
+            .max_by_key(|r| r.components().count())
+            .ok_or_else(|| FixError::BadPath {
+                path: shown(path),
+                why: "not beneath a root fixes may act in",
+            })?;
+        self.clean(f, path, &root, htaccess::without_injections)
+    }
+
+    fn clean(
+        &self,
+        f: &Finding,
+        path: &Path,
+        root: &Path,
+        edit: impl FnOnce(&[u8]) -> (Vec<u8>, Vec<usize>),
+    ) -> Result<Fixed, FixError> {
+        let q = (self.quarantine)().ok_or(FixError::Unavailable)?;
+        let at = clean::Place {
+            store: &self.store,
+            clock: &self.clock,
+            quarantine_dir: q.quarantine.dir(),
+            root,
+        };
+        let done = clean::clean_file(&at, f, path, edit)?;
+        Ok(Fixed {
+            action: plan(&f.check).unwrap_or(FixAction::CleanHtaccess),
+            path: shown(path),
+            previous_mode: None,
+            quarantine_id: Some(done.backup_id),
+            removed_lines: done.removed_lines,
+        })
     }
 
     /// Whether the condition `f` reports still holds on disk (`None`: this finding cannot
@@ -203,11 +274,13 @@ impl Fixer {
         let roots = match action {
             FixAction::Chmod => self.web_roots(),
             FixAction::Quarantine => (self.quarantine)()?.quarantine.roots().to_vec(),
+            // Cleanings are re-checked by their next scan.
+            FixAction::RemoveCronLines | FixAction::CleanHtaccess => return None,
         };
         Some(match open_beneath(&roots, &path) {
             Ok((_, _, info)) => match action {
                 FixAction::Chmod => info.mode & 0o002 != 0,
-                FixAction::Quarantine => true,
+                _ => true,
             },
             Err(_) => false,
         })
@@ -232,6 +305,7 @@ impl Fixer {
             path: shown(path),
             previous_mode: Some(format!("{:04o}", info.mode)),
             quarantine_id: None,
+            removed_lines: Vec::new(),
         })
     }
 
@@ -246,7 +320,7 @@ impl Fixer {
         };
         // The quarantine opens the file again without following links and moves it only if
         // it is still a regular file (a swap in between is refused there).
-        let id = quarantine_and_record(&self.store, &q.quarantine, &self.clock, path, &cause)
+        let (id, _) = quarantine_and_record(&self.store, &q.quarantine, &self.clock, path, &cause)
             .map_err(|error| match error.kind() {
                 std::io::ErrorKind::NotFound | std::io::ErrorKind::InvalidInput => {
                     changed(path, &error.to_string())
@@ -261,6 +335,7 @@ impl Fixer {
             path: shown(path),
             previous_mode: None,
             quarantine_id: Some(id),
+            removed_lines: Vec::new(),
         })
     }
 }

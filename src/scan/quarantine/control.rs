@@ -149,7 +149,7 @@ pub struct Cause<'a> {
 }
 
 /// Moves the file at `path` into the quarantine under a fresh id and stores its entry;
-/// returns the id. When the entry cannot be stored the file stays safe in quarantine and its
+/// returns the id and the record. When the entry cannot be stored the file stays safe in quarantine and its
 /// record is logged so it can be restored by hand.
 pub fn quarantine_and_record(
     store: &Store,
@@ -157,7 +157,7 @@ pub fn quarantine_and_record(
     clock: &SharedClock,
     path: &Path,
     cause: &Cause<'_>,
-) -> io::Result<String> {
+) -> io::Result<(String, QuarantineRecord)> {
     let id = crate::ids::random_hex(8);
     let record = quarantine.quarantine(path, &id)?;
     let json = serde_json::to_string(&record).unwrap_or_default();
@@ -179,7 +179,7 @@ pub fn quarantine_and_record(
             escape_controls(&serde_json::to_string(&record).unwrap_or_default())
         );
     }
-    Ok(id)
+    Ok((id, record))
 }
 
 /// Deletes the quarantine entry `id` for good: the quarantined copy (none is left once
