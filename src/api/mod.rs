@@ -34,6 +34,7 @@ mod router;
 mod scan_jobs;
 mod session_routes;
 pub mod sessions;
+mod settings;
 mod status;
 pub mod suppressions;
 mod threat;
@@ -92,6 +93,14 @@ pub struct Services {
 
 pub use router::{Access, Route, ROUTES};
 
+/// What the settings routes ask of the daemon.
+pub struct DaemonControl {
+    /// Re-reads and applies the configuration; answers as `svc reload` does.
+    pub reload: Box<dyn Fn() -> serde_json::Value + Send + Sync>,
+    /// Stops the daemon and starts it again in the same process (exec).
+    pub restart: Box<dyn Fn() + Send + Sync>,
+}
+
 /// Facts about this daemon process, fixed at start (binary hash filled in once computed).
 pub struct Runtime {
     pub version: &'static str,
@@ -119,6 +128,8 @@ pub struct App {
     pub body_refusals: body::Refusals,
     pub runtime: Runtime,
     pub server: OnceLock<Arc<ServerStats>>,
+    /// Reload and restart, set by the daemon once its reloader exists (settings routes).
+    pub control: OnceLock<DaemonControl>,
     pub services: Services,
     /// Addresses in `blocked_ips`, loaded at start and kept by whoever blocks or unblocks.
     pub blocklist_size: std::sync::atomic::AtomicU64,
@@ -166,6 +177,7 @@ impl App {
             body_refusals: body::Refusals::default(),
             runtime,
             server: OnceLock::new(),
+            control: OnceLock::new(),
             services,
             blocklist_size: std::sync::atomic::AtomicU64::new(blocked),
         }

@@ -283,6 +283,23 @@ pub static ROUTES: &[Route] = &[
         Access::Admin,
         super::firewall::rollback
     ),
+    // Settings (settings.rs): the restart route before the section wildcard
+    get!("/api/v1/settings", Access::Admin, super::settings::list),
+    Route {
+        path: "/api/v1/settings/restart",
+        methods: &[("POST", super::settings::restart)],
+        access: Access::Admin,
+        action: "settings.restart",
+    },
+    Route {
+        path: "/api/v1/settings/*",
+        methods: &[
+            ("GET", super::settings::get),
+            ("POST", super::settings::set),
+        ],
+        access: Access::Admin,
+        action: "settings.save",
+    },
     // Mail antivirus (mail.rs)
     get!("/api/v1/email/stats", Access::Read, super::mail::stats),
     get!(

@@ -10,6 +10,7 @@ pub mod abuse;
 pub mod alerts;
 pub mod challenge;
 pub mod crawler;
+pub mod dropins;
 pub mod firewall;
 pub mod geoip;
 pub mod keys;

@@ -40,6 +40,8 @@ use crate::config::{self, Config, Live};
 pub enum Trigger {
     ControlSocket,
     Signal,
+    /// A settings change through the API.
+    Api,
 }
 
 impl Trigger {
@@ -47,6 +49,7 @@ impl Trigger {
         match self {
             Trigger::ControlSocket => "control_socket",
             Trigger::Signal => "signal",
+            Trigger::Api => "api",
         }
     }
 }

@@ -804,3 +804,147 @@ fn fix_cleans_an_injected_htaccess_and_lists_the_pre_clean_backup() {
         .json();
     assert_eq!(preview["content"], injected);
 }
+
+/// Settings: sections, values with defaults and classes, secrets never shown, a change
+/// validated first (400 with `errors`, nothing written), written as a conf.d drop-in,
+/// applied by a reload or reported restart-class, read again after a restart; then
+/// `POST /api/v1/settings/restart` answers 202 and the daemon re-executes itself.
+#[test]
+fn settings_are_validated_written_as_a_dropin_and_survive_a_restart() {
+    let (mut d, _www) = start("remedy-settings", "", &[]);
+    d.get("/api/v1/settings", READ).expect(403);
+    let s = d.get("/api/v1/settings", ADMIN).expect(200).json();
+    let sections = s["sections"].as_array().unwrap();
+    assert!(sections.iter().any(|x| x == "alerts"), "{s}");
+    let item = |d: &Daemon, section: &str, key: &str| {
+        d.get(&format!("/api/v1/settings/{section}"), ADMIN)
+            .expect(200)
+            .json()["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["key"] == key)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {section}.{key}"))
+    };
+    let m = item(&d, "alerts", "max_per_hour");
+    assert_eq!(
+        (m["value"].clone(), m["default"].clone()),
+        (json!(30), json!(30)),
+        "{m}"
+    );
+    assert_eq!(m["class"], "live");
+    assert_eq!(m["set"], false);
+    let t = item(&d, "webui", "metrics_token");
+    assert_eq!(t["secret"], true);
+    assert_eq!(t["set"], true);
+    assert!(t.get("value").is_none(), "{t}");
+    let page = d.get("/api/v1/settings/webui", ADMIN).text();
+    assert!(!page.contains(METRICS), "a secret was shown");
+    d.get("/api/v1/settings/nope", ADMIN).expect(404);
+    // Refused changes write nothing.
+    let dropin = d.dir.join("conf.d/90-api-alerts.toml");
+    let r = post(
+        &d,
+        "/api/v1/settings/alerts",
+        ADMIN,
+        &json!({ "max_per_hour": 0, "bogus": 1 }),
+    );
+    r.expect(400);
+    let errors = r.json()["errors"].as_array().cloned().unwrap();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors.iter().any(
+        |e| e["field"] == "max_per_hour" && e["message"].as_str().unwrap().contains("between")
+    ));
+    assert!(errors.iter().any(|e| e["field"] == "bogus"));
+    post(
+        &d,
+        "/api/v1/settings/alerts",
+        ADMIN,
+        &json!({ "max_per_hour": "many" }),
+    )
+    .expect(400);
+    post(
+        &d,
+        "/api/v1/settings/alerts",
+        READ,
+        &json!({ "max_per_hour": 77 }),
+    )
+    .expect(403);
+    assert!(!dropin.exists());
+    // A live change: written, applied by a reload.
+    let r = post(
+        &d,
+        "/api/v1/settings/alerts",
+        ADMIN,
+        &json!({ "max_per_hour": 77 }),
+    );
+    r.expect(200);
+    let v = r.json();
+    assert_eq!(v["applied"], true, "{v}");
+    assert_eq!(v["restart_required"], json!([]), "{v}");
+    assert_eq!(
+        std::fs::metadata(&dropin).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert!(std::fs::read_to_string(&dropin)
+        .unwrap()
+        .contains("max_per_hour = 77"));
+    let m = item(&d, "alerts", "max_per_hour");
+    assert_eq!(
+        (m["value"].clone(), m["set"].clone()),
+        (json!(77), json!(true))
+    );
+    // A restart-class change is reported as such.
+    let r = post(
+        &d,
+        "/api/v1/settings/webui.limits",
+        ADMIN,
+        &json!({ "handshake_timeout_seconds": 12 }),
+    );
+    r.expect(200);
+    assert_eq!(
+        r.json()["restart_required"],
+        json!(["webui.limits.handshake_timeout_seconds"])
+    );
+    // Read again at the next start.
+    let d2 = restart(&mut d, &[]);
+    assert_eq!(item(&d2, "alerts", "max_per_hour")["value"], 77);
+    assert_eq!(
+        item(&d2, "webui.limits", "handshake_timeout_seconds")["value"],
+        12
+    );
+    // The restart route: 202, then the same process runs again with a new token.
+    let before = d2.get("/api/v1/status", READ).json()["started_at_token"].clone();
+    let pid = d2.pid();
+    let r = post(&d2, "/api/v1/settings/restart", ADMIN, &json!({}));
+    r.expect(202);
+    assert_eq!(r.json()["ok"], true);
+    let addr = wait_until(60, "the restarted daemon's listening line", || {
+        let lines: Vec<String> = d2
+            .stdout()
+            .into_iter()
+            .filter(|l| l.contains("listening on https://"))
+            .collect();
+        (lines.len() >= 2).then(|| {
+            let rest = lines[1].split("listening on https://").nth(1).unwrap();
+            rest.split_whitespace()
+                .next()
+                .unwrap()
+                .parse::<std::net::SocketAddr>()
+                .unwrap()
+        })
+    });
+    let after = wait_until(30, "the restarted daemon to answer", || {
+        let mut c = Client::connect(addr, d2.cert());
+        let r = c.send(
+            "GET",
+            "/api/v1/status",
+            &[("Authorization", &format!("Bearer {READ}"))],
+            b"",
+        );
+        (r.status == 200).then(|| r.json()["started_at_token"].clone())
+    });
+    assert_ne!(after, before);
+    assert_eq!(d2.pid(), pid, "the same process, executed again");
+}
