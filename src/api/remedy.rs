@@ -91,10 +91,11 @@ fn by_id(app: &App) -> HashMap<String, Arc<Finding>> {
 fn lookup(app: &App, id: &str) -> Result<Arc<Finding>, (u16, String)> {
     check_id(id)?;
     let listing = app.services.engine.listing();
+    let snap = app.services.engine.snapshot();
     listing
         .items()
         .iter()
-        .find(|f| f.id() == id)
+        .find(|f| f.id() == id && snap.get(&f.check, &f.message).is_some())
         .cloned()
         .ok_or_else(|| (404, format!("no active finding {id}")))
 }
@@ -130,9 +131,14 @@ pub fn fix(app: &App, req: &Request, _c: &Caller) -> Response {
         Ok(f) => f,
         Err(r) => return refusal(r),
     };
-    match app.services.fixer.apply(&f) {
+    fix_one(app, &id, &f)
+}
+
+/// Applies the fix of `f` and resolves it.
+fn fix_one(app: &App, id: &str, f: &Finding) -> Response {
+    match app.services.fixer.apply(f) {
         Ok(done) => {
-            let resolved = resolve(app, &[&f]);
+            let resolved = resolve(app, &[f]);
             Response::json(
                 200,
                 &json!({ "ok": true, "id": id, "check": f.check, "fixed": done, "resolved": resolved }),
@@ -140,6 +146,40 @@ pub fn fix(app: &App, req: &Request, _c: &Caller) -> Response {
         }
         Err(e) => refusal(fix_refusal(&e)),
     }
+}
+
+/// A performance fix route: `{"id"}` of a finding of `check` only (another kind 400).
+fn perf_fix(app: &App, req: &Request, check: &str) -> Response {
+    let id = tri!(body_id(app, req));
+    let f = match lookup(app, &id) {
+        Ok(f) => f,
+        Err(r) => return refusal(r),
+    };
+    if f.check != check {
+        return Response::error(
+            400,
+            &format!(
+                "this route fixes {check} findings only; {id} is a {} finding",
+                crate::text::escape_controls(&f.check)
+            ),
+        );
+    }
+    fix_one(app, &id, &f)
+}
+
+/// `POST /api/v1/perf/fix-error-log`.
+pub fn fix_error_log(app: &App, req: &Request, _c: &Caller) -> Response {
+    perf_fix(app, req, crate::checks::perf::ERROR_LOG_CHECK)
+}
+
+/// `POST /api/v1/perf/fix-display-errors`.
+pub fn fix_display_errors(app: &App, req: &Request, _c: &Caller) -> Response {
+    perf_fix(app, req, crate::checks::perf::DISPLAY_ERRORS_CHECK)
+}
+
+/// `POST /api/v1/perf/fix-cms-cron`.
+pub fn fix_cms_cron(app: &App, req: &Request, _c: &Caller) -> Response {
+    perf_fix(app, req, crate::checks::perf::CMS_CRON_CHECK)
 }
 
 /// `POST /api/v1/fix-bulk`.

@@ -157,6 +157,25 @@ pub static ROUTES: &[Route] = &[
         access: Access::Admin,
         action: "prefs.views",
     },
+    // Performance fixes (remedy.rs), each for its own finding kind
+    Route {
+        path: "/api/v1/perf/fix-error-log",
+        methods: &[("POST", super::remedy::fix_error_log)],
+        access: Access::Admin,
+        action: "perf.fix_error_log",
+    },
+    Route {
+        path: "/api/v1/perf/fix-display-errors",
+        methods: &[("POST", super::remedy::fix_display_errors)],
+        access: Access::Admin,
+        action: "perf.fix_display_errors",
+    },
+    Route {
+        path: "/api/v1/perf/fix-cms-cron",
+        methods: &[("POST", super::remedy::fix_cms_cron)],
+        access: Access::Admin,
+        action: "perf.fix_cms_cron",
+    },
     // Fixes (remedy.rs)
     Route {
         path: "/api/v1/fix",

@@ -576,6 +576,8 @@ impl ScanJobs {
             if matches!(kind, JobKind::Deep | JobKind::Full) {
                 self.store_hardening();
             }
+            // A job is done once its findings are in the active set.
+            self.engine.flush(Duration::from_secs(10));
             let finished = self.clock.now();
             let n = all.len() as i64;
             let committed = self

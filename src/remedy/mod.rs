@@ -17,6 +17,7 @@
 
 pub mod clean;
 pub mod htaccess;
+pub mod perf;
 
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
@@ -58,6 +59,12 @@ pub enum FixAction {
     RemoveCronLines,
     /// Remove the injected directives (file kept as a pre-clean backup entry).
     CleanHtaccess,
+    /// Empty a huge `error_log` (owner and mode kept).
+    TruncateErrorLog,
+    /// `display_errors = Off` in the site's ini file (kept as a pre-clean backup entry).
+    DisplayErrorsOff,
+    /// `DISABLE_WP_CRON` in `wp-config.php` and `wp-cron.php` in the account's crontab.
+    DisableCmsCron,
 }
 
 impl FixAction {
@@ -72,6 +79,9 @@ impl FixAction {
             }
             FixAction::RemoveCronLines => "Remove the crontab lines of the reported kind only; the whole crontab is kept first as a pre-clean backup in the quarantine.",
             FixAction::CleanHtaccess => "Remove the injected directives only (PHP prepend/append files, PHP handlers for static files); the whole file is kept first as a pre-clean backup in the quarantine.",
+            FixAction::TruncateErrorLog => "Empty the error_log (an empty file with the same owner and mode takes its place).",
+            FixAction::DisplayErrorsOff => "Set display_errors = Off in the site's PHP settings file; the file is kept first as a pre-clean backup in the quarantine.",
+            FixAction::DisableCmsCron => "Define DISABLE_WP_CRON in wp-config.php (kept first as a pre-clean backup) and run wp-cron.php from the site owner's crontab every 15 minutes.",
         }
     }
 }
@@ -82,6 +92,9 @@ pub fn plan(check: &str) -> Option<FixAction> {
         crate::checks::webroot::CHECK => Some(FixAction::Chmod),
         crate::checks::cron::CHECK => Some(FixAction::RemoveCronLines),
         "htaccess_injection" => Some(FixAction::CleanHtaccess),
+        crate::checks::perf::ERROR_LOG_CHECK => Some(FixAction::TruncateErrorLog),
+        crate::checks::perf::DISPLAY_ERRORS_CHECK => Some(FixAction::DisplayErrorsOff),
+        crate::checks::perf::CMS_CRON_CHECK => Some(FixAction::DisableCmsCron),
         c if QUARANTINE_CHECKS.contains(&c) => Some(FixAction::Quarantine),
         _ => None,
     }
@@ -208,6 +221,9 @@ impl Fixer {
             FixAction::Quarantine => self.quarantine(f, &path),
             FixAction::RemoveCronLines => self.clean_cron(f, &path),
             FixAction::CleanHtaccess => self.clean_htaccess(f, &path),
+            FixAction::TruncateErrorLog => self.truncate_error_log(f, &path),
+            FixAction::DisplayErrorsOff => self.display_errors_off(f, &path),
+            FixAction::DisableCmsCron => self.cms_cron(f, &path),
         }
     }
 
@@ -242,7 +258,7 @@ impl Fixer {
         self.clean(f, path, &root, htaccess::without_injections)
     }
 
-    fn clean(
+    pub(crate) fn clean(
         &self,
         f: &Finding,
         path: &Path,
@@ -272,21 +288,22 @@ impl Fixer {
         let action = plan(&f.check)?;
         let path = finding_path(f).ok()?;
         let roots = match action {
-            FixAction::Chmod => self.web_roots(),
             FixAction::Quarantine => (self.quarantine)()?.quarantine.roots().to_vec(),
+            FixAction::Chmod | FixAction::TruncateErrorLog => self.web_roots(),
             // Cleanings are re-checked by their next scan.
-            FixAction::RemoveCronLines | FixAction::CleanHtaccess => return None,
+            _ => return None,
         };
         Some(match open_beneath(&roots, &path) {
             Ok((_, _, info)) => match action {
                 FixAction::Chmod => info.mode & 0o002 != 0,
+                FixAction::TruncateErrorLog => info.size >= crate::checks::perf::HUGE_ERROR_LOG,
                 _ => true,
             },
             Err(_) => false,
         })
     }
 
-    fn web_roots(&self) -> Vec<PathBuf> {
+    pub(crate) fn web_roots(&self) -> Vec<PathBuf> {
         self.ctx.glob_all(&self.ctx.web_roots)
     }
 

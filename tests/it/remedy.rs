@@ -246,6 +246,17 @@ fn scan_jobs_over_the_api_queue_cancel_and_survive_a_restart() {
     assert_eq!(s["latest_scan"], job["finished_at"], "{s}");
 }
 
+/// Waits until the active finding `id` of `check` is listed no more (the listing may trail
+/// the active set by a moment).
+fn gone(d: &Daemon, check: &str, id: &str) {
+    wait_until(30, "the finding to leave the listing", || {
+        findings(d, check)
+            .iter()
+            .all(|f| f["id"] != id)
+            .then_some(())
+    });
+}
+
 fn mode_of(p: &Path) -> u32 {
     std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
 }
@@ -335,9 +346,7 @@ fn fix_makes_writable_php_0644_and_refuses_files_changed_since_detection() {
         ),
         (1234, 1234)
     );
-    assert!(findings(&d, "world_writable_php")
-        .iter()
-        .all(|f| f["id"] != id.as_str()));
+    gone(&d, "world_writable_php", &id);
     post(&d, "/api/v1/fix", ADMIN, &json!({ "id": id })).expect(404);
     // A symlink swapped in between detection and fix.
     let swapped_id = id_of(&d, "world_writable_php", &swapped);
@@ -379,7 +388,7 @@ fn fix_makes_writable_php_0644_and_refuses_files_changed_since_detection() {
     assert_eq!(v.json()["holds"], true, "{}", v.text());
     // dismiss resolves without touching the file.
     post(&d, "/api/v1/dismiss", ADMIN, &json!({ "id": edited_id })).expect(200);
-    assert!(findings(&d, "world_writable_php").is_empty());
+    gone(&d, "world_writable_php", &edited_id);
     assert_eq!(mode_of(&edited), 0o666);
     // Audited with the finding's id.
     let audit = wait_until(30, "the audit rows", || {
@@ -447,7 +456,9 @@ fn fix_bulk_fixes_a_thousand_files_and_lists_failures() {
             0o644
         );
     }
-    assert!(findings(&d, "world_writable_php").is_empty());
+    wait_until(30, "the fixed findings to leave", || {
+        findings(&d, "world_writable_php").is_empty().then_some(())
+    });
     println!(
         "fix latency: one finding {:.1} ms, bulk of 1,000 findings {:.1} ms",
         single.as_secs_f64() * 1e3,
@@ -723,9 +734,10 @@ fn fix_removes_only_the_suspicious_cron_lines_and_keeps_a_backup() {
     assert_eq!(backup["reason"], "pre-clean backup");
     assert_eq!(backup["check"], "suspicious_cron");
     assert_eq!(backup["original_path"], tab.display().to_string().as_str());
-    let cron_now = findings(&d, "suspicious_cron");
-    assert!(cron_now.iter().all(|f| f["id"] != download.as_str()));
-    assert!(cron_now.iter().any(|f| f["id"] == base64.as_str()));
+    gone(&d, "suspicious_cron", &download);
+    assert!(findings(&d, "suspicious_cron")
+        .iter()
+        .any(|f| f["id"] == base64.as_str()));
     // bob's crontab swapped for a symlink to a file outside after detection: refused.
     let target = d.dir.join("elsewhere");
     std::fs::write(
@@ -947,4 +959,108 @@ fn settings_are_validated_written_as_a_dropin_and_survive_a_restart() {
     });
     assert_ne!(after, before);
     assert_eq!(d2.pid(), pid, "the same process, executed again");
+}
+
+/// The performance fixes, each for its own finding kind: a huge error_log emptied (owner and
+/// mode kept), display_errors turned off in a site's .user.ini, and WordPress's scheduler
+/// moved to the site owner's crontab.
+#[test]
+fn perf_fixes_empty_the_log_turn_display_errors_off_and_move_wp_cron() {
+    let (d, www) = start("remedy-perf", "", &[]);
+    let site = www.join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    // uid 1 has a name on every Debian host (daemon): the crontab is named after it.
+    let owner = 1u32;
+    let log = site.join("error_log");
+    let f = std::fs::File::create(&log).unwrap();
+    f.set_len(150 * 1024 * 1024).unwrap(); // sparse: apparent size only
+    drop(f);
+    std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let ini = site.join(".user.ini");
+    std::fs::write(&ini, "memory_limit = 256M\ndisplay_errors = On\n").unwrap();
+    let wp = site.join("wp-config.php");
+    std::fs::write(
+        &wp,
+        "<?php\ndefine('DB_NAME', 'wp');\n/* That's all, stop editing! Happy publishing. */\nrequire_once ABSPATH . 'wp-settings.php';\n",
+    )
+    .unwrap();
+    for p in [&log, &ini, &wp] {
+        std::os::unix::fs::chown(p, Some(owner), Some(owner)).unwrap();
+    }
+    let spool = d.dir.join("fixture/var/spool/cron/crontabs");
+    std::fs::create_dir_all(&spool).unwrap();
+    scan(&d, "deep");
+    let one = |check: &str| {
+        let f = findings(&d, check);
+        assert_eq!(f.len(), 1, "{check}: {f:?}");
+        f[0]["id"].as_str().unwrap().to_string()
+    };
+    let (log_id, ini_id, wp_id) = (
+        one("perf_error_log"),
+        one("php_display_errors"),
+        one("perf_cms_cron"),
+    );
+    // Each route fixes its own kind only.
+    post(
+        &d,
+        "/api/v1/perf/fix-error-log",
+        ADMIN,
+        &json!({ "id": ini_id }),
+    )
+    .expect(400);
+    post(
+        &d,
+        "/api/v1/perf/fix-cms-cron",
+        READ,
+        &json!({ "id": wp_id }),
+    )
+    .expect(403);
+    post(
+        &d,
+        "/api/v1/perf/fix-error-log",
+        ADMIN,
+        &json!({ "id": log_id }),
+    )
+    .expect(200);
+    let meta = std::fs::metadata(&log).unwrap();
+    assert_eq!(meta.len(), 0);
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o640);
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), owner);
+    post(
+        &d,
+        "/api/v1/perf/fix-display-errors",
+        ADMIN,
+        &json!({ "id": ini_id }),
+    )
+    .expect(200);
+    assert_eq!(
+        std::fs::read_to_string(&ini).unwrap(),
+        "memory_limit = 256M\ndisplay_errors = Off\n"
+    );
+    let r = post(
+        &d,
+        "/api/v1/perf/fix-cms-cron",
+        ADMIN,
+        &json!({ "id": wp_id }),
+    );
+    r.expect(200);
+    let text = std::fs::read_to_string(&wp).unwrap();
+    assert!(text.contains("DISABLE_WP_CRON"), "{text}");
+    assert!(
+        text.find("DISABLE_WP_CRON").unwrap() < text.find("stop editing").unwrap(),
+        "{text}"
+    );
+    let tab = std::fs::read_to_string(spool.join("daemon")).unwrap();
+    assert!(
+        tab.contains("wp-cron.php") && tab.contains(&site.display().to_string()),
+        "{tab}"
+    );
+    let meta = std::fs::metadata(spool.join("daemon")).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o600);
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), owner);
+    // A rescan finds none of them again.
+    scan(&d, "deep");
+    for c in ["perf_error_log", "php_display_errors", "perf_cms_cron"] {
+        assert!(findings(&d, c).is_empty(), "{c}");
+    }
 }
