@@ -9,6 +9,7 @@
 mod accounts;
 pub mod audit;
 pub mod auth;
+mod automation;
 mod backups;
 pub mod body;
 pub mod capabilities;
@@ -130,6 +131,8 @@ pub struct App {
     pub server: OnceLock<Arc<ServerStats>>,
     /// Reload and restart, set by the daemon once its reloader exists (settings routes).
     pub control: OnceLock<DaemonControl>,
+    /// Modes of the automatic responses as last recorded (`status.automation`).
+    pub automation: automation::Tracker,
     pub services: Services,
     /// Addresses in `blocked_ips`, loaded at start and kept by whoever blocks or unblocks.
     pub blocklist_size: std::sync::atomic::AtomicU64,
@@ -178,6 +181,7 @@ impl App {
             runtime,
             server: OnceLock::new(),
             control: OnceLock::new(),
+            automation: automation::Tracker::default(),
             services,
             blocklist_size: std::sync::atomic::AtomicU64::new(blocked),
         }

@@ -1064,3 +1064,44 @@ fn perf_fixes_empty_the_log_turn_display_errors_off_and_move_wp_cron() {
         assert!(findings(&d, c).is_empty(), "{c}");
     }
 }
+
+/// `status.automation`: each automatic response's mode (enforce, dry run, off) and since
+/// when; a restart keeps `since` of an unchanged mode, a settings change starts a new one.
+#[test]
+fn status_reports_the_automation_rollout_state() {
+    let (mut d, _www) = start(
+        "remedy-rollout",
+        "[auto_response]\nquarantine = true\n",
+        &[],
+    );
+    let modes = |d: &Daemon| -> Vec<Value> {
+        d.get("/api/v1/status", READ).json()["automation"]
+            .as_array()
+            .cloned()
+            .unwrap()
+    };
+    let of = |m: &[Value], name: &str| m.iter().find(|r| r["name"] == name).cloned().unwrap();
+    let first = modes(&d);
+    assert_eq!(of(&first, "quarantine")["mode"], "enforce");
+    assert_eq!(of(&first, "threat_block")["mode"], "dry_run");
+    assert_eq!(of(&first, "challenge")["mode"], "off");
+    let since = of(&first, "quarantine")["since"].clone();
+    assert!(since.as_str().unwrap().ends_with('Z'), "{since}");
+    let d2 = restart(&mut d, &[]);
+    let again = modes(&d2);
+    assert_eq!(of(&again, "quarantine")["since"], since);
+    post(
+        &d2,
+        "/api/v1/settings/auto_response",
+        ADMIN,
+        &json!({ "quarantine": false }),
+    )
+    .expect(200);
+    let changed = modes(&d2);
+    assert_eq!(of(&changed, "quarantine")["mode"], "off");
+    assert_ne!(of(&changed, "quarantine")["since"], since);
+    assert_eq!(
+        of(&changed, "threat_block")["since"],
+        of(&first, "threat_block")["since"]
+    );
+}
