@@ -7,7 +7,7 @@
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::checks::jobs::{CancelError, JobKind, RequestError};
+use crate::checks::jobs::{AccountScope, CancelError, JobKind, RequestError};
 use crate::http::{Request, Response};
 use crate::store::scan_jobs::JobRow;
 
@@ -25,6 +25,8 @@ pub const RETRY_AFTER_SECS: u32 = 30;
 struct JobView {
     id: i64,
     kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    account: Option<String>,
     state: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
@@ -44,9 +46,14 @@ fn instant(micros: i64) -> String {
 
 impl From<JobRow> for JobView {
     fn from(r: JobRow) -> JobView {
+        let (kind, account) = match r.kind.strip_prefix("account:") {
+            Some(a) => ("account".to_string(), Some(a.to_string())),
+            None => (r.kind, None),
+        };
         JobView {
             id: r.id,
-            kind: r.kind,
+            kind,
+            account,
             state: r.state,
             reason: r.reason,
             requested_at: instant(r.requested),
@@ -116,6 +123,9 @@ pub fn create(app: &App, req: &Request, _c: &Caller) -> Response {
         Ok(v) => v,
         Err(r) => return r,
     };
+    if let Some(account) = body.get("account") {
+        return create_account(app, account);
+    }
     let kind = match body.get("kind").map(Value::as_str) {
         Some(Some(k)) => match JobKind::parse(k) {
             Some(kind) => kind,
@@ -132,12 +142,38 @@ pub fn create(app: &App, req: &Request, _c: &Caller) -> Response {
         Some(None) => return Response::error(400, "kind must be a string"),
         None => return Response::error(400, "the body needs kind (critical, deep or full)"),
     };
-    match app.services.jobs.submit_job(kind) {
+    queued(app.services.jobs.submit_job(kind))
+}
+
+fn queued(r: Result<i64, RequestError>) -> Response {
+    match r {
         Ok(id) => Response::json(202, &json!({ "ok": true, "id": id, "state": "queued" })),
         Err(RequestError::QueueFull) => Response::error(429, &RequestError::QueueFull.to_string())
             .with_header("Retry-After", RETRY_AFTER_SECS.to_string()),
         Err(e) => Response::error(503, &e.to_string()),
     }
+}
+
+/// `{"account": NAME}`: the web-root checks over that account's web roots; 404 for a
+/// user without web roots.
+fn create_account(app: &App, account: &Value) -> Response {
+    let Some(name) = account.as_str() else {
+        return Response::error(400, "account must be a string");
+    };
+    let ctx = app.services.jobs.context();
+    let Some(web_roots) = super::accounts::web_roots_of(ctx, name) else {
+        return Response::error(
+            404,
+            &format!(
+                "no account {:?} with a web root",
+                crate::text::for_log(name, 64)
+            ),
+        );
+    };
+    queued(app.services.jobs.submit_account(AccountScope {
+        account: name.to_string(),
+        web_roots,
+    }))
 }
 
 /// `POST /api/v1/scan-jobs/<id>/cancel`: 200 `{ok, id, state: "cancelled", was}`; 404

@@ -144,7 +144,24 @@ pub enum JobKind {
     Critical,
     Deep,
     Full,
+    /// The web-root checks over one account's web roots ([`AccountScope`]).
+    Account,
 }
+
+/// What an account scan covers: the account and its web roots.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccountScope {
+    pub account: String,
+    pub web_roots: Vec<std::path::PathBuf>,
+}
+
+/// Checks of an account scan: those that read only the web roots.
+const ACCOUNT_CHECKS: &[&str] = &[
+    super::webroot::CHECK,
+    super::perf::ERROR_LOG_CHECK,
+    super::perf::DISPLAY_ERRORS_CHECK,
+    super::perf::CMS_CRON_CHECK,
+];
 
 impl JobKind {
     /// The kind named `s` in a request body.
@@ -162,6 +179,7 @@ impl JobKind {
             JobKind::Critical => "critical",
             JobKind::Deep => "deep",
             JobKind::Full => "full",
+            JobKind::Account => "account",
         }
     }
 
@@ -172,6 +190,11 @@ impl JobKind {
             JobKind::Full => critical_checks()
                 .iter()
                 .chain(deep_checks())
+                .cloned()
+                .collect(),
+            JobKind::Account => deep_checks()
+                .iter()
+                .filter(|c| ACCOUNT_CHECKS.contains(&c.name))
                 .cloned()
                 .collect(),
         }
@@ -205,6 +228,7 @@ pub struct JobResult {
 struct Job {
     id: i64,
     kind: JobKind,
+    scope: Option<AccountScope>,
     reply: Option<Sender<JobResult>>,
 }
 
@@ -346,6 +370,40 @@ impl ScanJobs {
         );
     }
 
+    /// Submits the findings of a check run over one account's web roots and resolves only
+    /// that check's active findings beneath those roots that it no longer reports (a
+    /// completion would resolve every other account's).
+    fn submit_scoped(&self, check: &str, findings: &[Finding], scope: &AccountScope) {
+        for f in findings {
+            if !self
+                .engine
+                .submit_wait(Ingest::Finding(Box::new(f.clone())), Duration::from_secs(5))
+            {
+                log::warn!("finding of {check} refused by a full ingest queue");
+            }
+        }
+        self.engine.flush(Duration::from_secs(10));
+        let beneath = |p: &str| {
+            scope
+                .web_roots
+                .iter()
+                .any(|r| std::path::Path::new(p).starts_with(r))
+        };
+        let gone: Vec<(String, String)> = self.engine.with_active(|a| {
+            a.iter()
+                .filter(|f| f.check == check && f.path.as_deref().is_some_and(beneath))
+                .filter(|f| !findings.iter().any(|n| n.message == f.message))
+                .map(|f| (f.check.clone(), f.message.clone()))
+                .collect()
+        });
+        if let Err(e) = self.engine.resolve(gone) {
+            log::warn!(
+                "account scan of {}: {check} not resolved: {e}",
+                scope.account
+            );
+        }
+    }
+
     pub fn latest_scan(&self) -> Option<Timestamp> {
         *self.latest_scan.lock()
     }
@@ -377,7 +435,7 @@ impl ScanJobs {
         wait: Option<Duration>,
     ) -> Result<Option<JobResult>, RequestError> {
         let (tx, rx) = bounded(1);
-        let id = self.enqueue(kind, wait.map(|_| tx))?;
+        let id = self.enqueue(kind, None, wait.map(|_| tx))?;
         match wait {
             None => Ok(None),
             Some(t) => rx
@@ -389,7 +447,12 @@ impl ScanJobs {
 
     /// Queues a job without waiting; returns its id (`POST /api/v1/scan-jobs`).
     pub fn submit_job(&self, kind: JobKind) -> Result<i64, RequestError> {
-        self.enqueue(kind, None)
+        self.enqueue(kind, None, None)
+    }
+
+    /// Queues a scan of one account's web roots; recorded with kind `account:NAME`.
+    pub fn submit_account(&self, scope: AccountScope) -> Result<i64, RequestError> {
+        self.enqueue(JobKind::Account, Some(scope), None)
     }
 
     /// Records a queued job and hands it to the worker; a full queue marks the record
@@ -397,19 +460,29 @@ impl ScanJobs {
     fn enqueue(
         &self,
         kind: JobKind,
+        scope: Option<AccountScope>,
         reply: Option<Sender<JobResult>>,
     ) -> Result<i64, RequestError> {
         let admission = self.admission_row.health();
         let admitted = admission.start_running();
         let now = self.clock.now();
+        let recorded = match &scope {
+            Some(s) => format!("account:{}", s.account),
+            None => kind.as_str().to_string(),
+        };
         let id = self
             .store
-            .write(move |c| crate::store::scan_jobs::insert_queued(c, kind.as_str(), micros(now)))
+            .write(move |c| crate::store::scan_jobs::insert_queued(c, &recorded, micros(now)))
             .map_err(|e: StoreError| {
                 admission.record_loss();
                 RequestError::Store(e)
             })?;
-        let pushed = self.queue.try_push(Job { id, kind, reply });
+        let pushed = self.queue.try_push(Job {
+            id,
+            kind,
+            scope,
+            reply,
+        });
         admitted.finish();
         if let Err(refused) = pushed {
             drop(refused); // counted as one loss of scans.jobs
@@ -522,13 +595,27 @@ impl ScanJobs {
             #[cfg(debug_assertions)]
             self.test_pause();
             let mut all = Vec::new();
+            let scoped = guard.scope.clone().map(|s| {
+                let mut ctx = self.ctx.clone();
+                ctx.web_roots = s.web_roots.clone();
+                (s, ctx)
+            });
             for check in kind.checks() {
                 if self.cancelled(id) {
                     break;
                 }
-                let findings = super::run_all(std::slice::from_ref(&check), &self.ctx);
-                self.submit(check.name, &findings);
-                all.extend(findings);
+                match &scoped {
+                    None => {
+                        let findings = super::run_all(std::slice::from_ref(&check), &self.ctx);
+                        self.submit(check.name, &findings);
+                        all.extend(findings);
+                    }
+                    Some((scope, ctx)) => {
+                        let findings = super::run_all(std::slice::from_ref(&check), ctx);
+                        self.submit_scoped(check.name, &findings, scope);
+                        all.extend(findings);
+                    }
+                }
             }
             if matches!(kind, JobKind::Deep | JobKind::Full) {
                 let tasks: Vec<Arc<dyn ScanTask>> = self.tasks.lock().clone();
@@ -586,7 +673,10 @@ impl ScanJobs {
             if let Err(e) = committed {
                 log::warn!("scan job {id}: cannot record completion: {e}");
             }
-            *self.latest_scan.lock() = Some(finished);
+            if kind != JobKind::Account {
+                // An account scan covers part of the host: not a scan of it.
+                *self.latest_scan.lock() = Some(finished);
+            }
             let job = guard.finish();
             if let Some(reply) = job.reply {
                 let _ = reply.send(JobResult {

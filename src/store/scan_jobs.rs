@@ -80,10 +80,10 @@ pub fn fail_leftovers(c: &Connection, now_micros: i64) -> rusqlite::Result<usize
     )
 }
 
-/// When the latest finished (`done`) job finished.
+/// When the latest finished (`done`) scan of the whole host (not of one account) finished.
 pub fn latest_done(c: &Connection) -> rusqlite::Result<Option<i64>> {
     c.query_row(
-        "SELECT max(finished) FROM scan_jobs WHERE state = 'done'",
+        "SELECT max(finished) FROM scan_jobs WHERE state = 'done' AND kind NOT LIKE 'account:%'",
         [],
         |r| r.get(0),
     )

@@ -1105,3 +1105,73 @@ fn status_reports_the_automation_rollout_state() {
         of(&first, "threat_block")["since"]
     );
 }
+
+/// `{"account": NAME}` scans that account's web roots only: its findings are refreshed
+/// (new ones reported, gone ones resolved), another account's stay, `latest_scan` is not a
+/// partial scan's.
+#[test]
+fn an_account_scan_covers_that_account_only() {
+    let (d, www) = start("remedy-account", "", &[]);
+    // uids 1 and 2 have names on every Debian host (daemon, bin).
+    for (site, uid) in [("a", 1u32), ("b", 2u32)] {
+        let dir = www.join(site);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::chown(&dir, Some(uid), Some(uid)).unwrap();
+        write_mode(&dir.join("open.php"), b"<?php", 0o666);
+    }
+    let full = scan(&d, "deep");
+    let latest = d.get("/api/v1/status", READ).json()["latest_scan"].clone();
+    assert_eq!(latest, full["finished_at"]);
+    assert_eq!(findings(&d, "world_writable_php").len(), 2);
+    std::fs::set_permissions(
+        www.join("a/open.php"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        www.join("b/open.php"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    write_mode(&www.join("a/new.php"), b"<?php", 0o666);
+    post(
+        &d,
+        "/api/v1/scan-jobs",
+        ADMIN,
+        &json!({ "account": "nosuchuser" }),
+    )
+    .expect(404);
+    let r = post(
+        &d,
+        "/api/v1/scan-jobs",
+        ADMIN,
+        &json!({ "account": "daemon" }),
+    );
+    r.expect(202);
+    let id = r.json()["id"].as_i64().unwrap();
+    let job = wait_until(60, "the account scan", || {
+        let j = d.get(&format!("/api/v1/scan-jobs/{id}"), READ).json();
+        (j["state"] == "done").then_some(j)
+    });
+    assert_eq!(
+        (job["kind"].clone(), job["account"].clone()),
+        (json!("account"), json!("daemon"))
+    );
+    let paths = wait_until(30, "a's old finding to be resolved", || {
+        let mut p: Vec<String> = findings(&d, "world_writable_php")
+            .iter()
+            .map(|f| f["path"].as_str().unwrap().to_string())
+            .collect();
+        p.sort();
+        (!p.contains(&www.join("a/open.php").display().to_string())).then_some(p)
+    });
+    assert_eq!(
+        paths,
+        [
+            www.join("a/new.php").display().to_string(),
+            www.join("b/open.php").display().to_string()
+        ],
+        "b's finding stays until a scan covers it"
+    );
+    assert_eq!(d.get("/api/v1/status", READ).json()["latest_scan"], latest);
+}
