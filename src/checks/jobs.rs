@@ -249,6 +249,19 @@ pub struct ScanJobs {
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
+/// Answers the caller waiting for `job`, if one is.
+fn answer(job: Job, state: &str, findings: Vec<Finding>, finished: Timestamp) {
+    if let Some(reply) = job.reply {
+        let _ = reply.send(JobResult {
+            id: job.id,
+            kind: job.kind,
+            state: state.into(),
+            findings,
+            finished,
+        });
+    }
+}
+
 fn micros(t: Timestamp) -> i64 {
     t.as_microsecond()
 }
@@ -580,16 +593,7 @@ impl ScanJobs {
                 .write(move |c| crate::store::scan_jobs::start(c, id, micros(started)));
             if let Ok(false) = taken {
                 // Cancelled while it waited.
-                let job = guard.finish();
-                if let Some(reply) = job.reply {
-                    let _ = reply.send(JobResult {
-                        id,
-                        kind,
-                        state: "cancelled".into(),
-                        findings: Vec::new(),
-                        finished: self.clock.now(),
-                    });
-                }
+                answer(guard.finish(), "cancelled", Vec::new(), self.clock.now());
                 continue;
             }
             #[cfg(debug_assertions)]
@@ -648,16 +652,7 @@ impl ScanJobs {
             if self.cancel_running.load(Ordering::SeqCst) == id {
                 // Cancelled while running: its record already says so.
                 self.cancel_running.store(0, Ordering::SeqCst);
-                let job = guard.finish();
-                if let Some(reply) = job.reply {
-                    let _ = reply.send(JobResult {
-                        id,
-                        kind,
-                        state: "cancelled".into(),
-                        findings: all,
-                        finished: self.clock.now(),
-                    });
-                }
+                answer(guard.finish(), "cancelled", all, self.clock.now());
                 continue;
             }
             if matches!(kind, JobKind::Deep | JobKind::Full) {
@@ -677,16 +672,7 @@ impl ScanJobs {
                 // An account scan covers part of the host: not a scan of it.
                 *self.latest_scan.lock() = Some(finished);
             }
-            let job = guard.finish();
-            if let Some(reply) = job.reply {
-                let _ = reply.send(JobResult {
-                    id,
-                    kind,
-                    state: "done".into(),
-                    findings: all,
-                    finished,
-                });
-            }
+            answer(guard.finish(), "done", all, finished);
         }
     }
 

@@ -244,17 +244,7 @@ impl Fixer {
         if let Some(q) = (self.quarantine)() {
             roots.extend(q.quarantine.roots().iter().cloned());
         }
-        let root = roots
-            .into_iter()
-            .filter(|r| {
-                path.strip_prefix(r)
-                    .is_ok_and(|rel| !rel.as_os_str().is_empty())
-            })
-            .max_by_key(|r| r.components().count())
-            .ok_or_else(|| FixError::BadPath {
-                path: shown(path),
-                why: "not beneath a root fixes may act in",
-            })?;
+        let root = longest_root(roots, path)?;
         self.clean(f, path, &root, htaccess::without_injections)
     }
 
@@ -366,6 +356,21 @@ fn changed(path: &Path, what: &str) -> FixError {
         path: shown(path),
         what: what.to_string(),
     }
+}
+
+/// The longest of `roots` strictly containing `path`.
+fn longest_root(roots: Vec<PathBuf>, path: &Path) -> Result<PathBuf, FixError> {
+    roots
+        .into_iter()
+        .filter(|r| {
+            path.strip_prefix(r)
+                .is_ok_and(|rel| !rel.as_os_str().is_empty())
+        })
+        .max_by_key(|r| r.components().count())
+        .ok_or_else(|| FixError::BadPath {
+            path: shown(path),
+            why: "not beneath a root fixes may act in",
+        })
 }
 
 /// The finding's path: absolute, only normal components (no `.`, `..`).

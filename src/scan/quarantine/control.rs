@@ -82,6 +82,23 @@ pub trait TrustRestored {
     fn forget(&self, path: &Path, sha256: &str);
 }
 
+/// The stored entry `id`.
+fn load_entry(store: &Store, id: &str) -> Result<crate::store::quarantine::Entry, RestoreError> {
+    match store.read(|c| crate::store::quarantine::get(c, id)) {
+        Ok(Some(e)) => Ok(e),
+        Ok(None) => Err(RestoreError::NoEntry(id.to_string())),
+        Err(e) => Err(RestoreError::Store(e)),
+    }
+}
+
+/// The mechanics record of `entry`.
+fn record_of(entry: &crate::store::quarantine::Entry) -> Result<QuarantineRecord, RestoreError> {
+    serde_json::from_value(entry.record.clone()).map_err(|error| RestoreError::UnreadableRecord {
+        id: entry.id.clone(),
+        error,
+    })
+}
+
 /// Restores the quarantine entry `id`: the content is trusted at its path before the file
 /// reappears (and the trust withdrawn if the restore fails), then the file is put back and
 /// the entry marked restored at `clock.now()`. A failure to record the restore is logged
@@ -93,21 +110,11 @@ pub fn restore_entry(
     id: &str,
     trusted: &dyn TrustRestored,
 ) -> Result<RestoredEntry, RestoreError> {
-    let entry = match store.read(|c| crate::store::quarantine::get(c, id)) {
-        Ok(Some(e)) => e,
-        Ok(None) => return Err(RestoreError::NoEntry(id.to_string())),
-        Err(e) => return Err(RestoreError::Store(e)),
-    };
+    let entry = load_entry(store, id)?;
     if entry.restored_at.is_some() {
         return Err(RestoreError::AlreadyRestored(id.to_string()));
     }
-    let record: QuarantineRecord =
-        serde_json::from_value(entry.record.clone()).map_err(|error| {
-            RestoreError::UnreadableRecord {
-                id: id.to_string(),
-                error,
-            }
-        })?;
+    let record = record_of(&entry)?;
     let path = record.original_path_buf().ok();
     if let Some(p) = &path {
         trusted.trust(p.clone(), record.sha256.clone());
@@ -185,19 +192,9 @@ pub fn quarantine_and_record(
 /// Deletes the quarantine entry `id` for good: the quarantined copy (none is left once
 /// restored), then the entry.
 pub fn delete_entry(store: &Store, quarantine: &Quarantine, id: &str) -> Result<(), RestoreError> {
-    let entry = match store.read(|c| crate::store::quarantine::get(c, id)) {
-        Ok(Some(e)) => e,
-        Ok(None) => return Err(RestoreError::NoEntry(id.to_string())),
-        Err(e) => return Err(RestoreError::Store(e)),
-    };
+    let entry = load_entry(store, id)?;
     if entry.restored_at.is_none() {
-        let record: QuarantineRecord =
-            serde_json::from_value(entry.record.clone()).map_err(|error| {
-                RestoreError::UnreadableRecord {
-                    id: id.to_string(),
-                    error,
-                }
-            })?;
+        let record = record_of(&entry)?;
         match quarantine.purge(&record) {
             Ok(()) => {}
             // Already gone from the directory: the entry is all that is left.
