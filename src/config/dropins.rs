@@ -344,7 +344,10 @@ pub fn apply(
         ))
     })?;
     let dir = path.parent().unwrap_or(Path::new("."));
-    crate::fsutil::ensure_dir(dir, 0o755).map_err(io)?;
+    if !dir.is_dir() {
+        // Created when missing; an existing `conf.d` keeps the mode its operator gave it.
+        crate::fsutil::ensure_dir(dir, 0o755).map_err(io)?;
+    }
     let body =
         format!("# Written by svc through /api/v1/settings/{section}; edit with care.\n{text}");
     crate::fsutil::write_atomic(&path, body.as_bytes(), 0o600, None).map_err(io)?;
