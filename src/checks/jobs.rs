@@ -162,6 +162,7 @@ const ACCOUNT_CHECKS: &[&str] = &[
     super::perf::DISPLAY_ERRORS_CHECK,
     super::perf::CMS_CRON_CHECK,
     super::phishing::CHECK,
+    super::uploads::CHECK,
 ];
 
 impl JobKind {

@@ -20,6 +20,7 @@ pub mod phpini;
 pub mod sink;
 pub mod sshd;
 pub mod suid;
+pub mod uploads;
 pub mod walk;
 pub mod webroot;
 
@@ -72,7 +73,7 @@ static CRITICAL: [NamedCheck; 3] = [
     },
 ];
 
-static DEEP: [NamedCheck; 7] = [
+static DEEP: [NamedCheck; 8] = [
     NamedCheck {
         name: webroot::CHECK,
         run: webroot::world_writable_php,
@@ -101,6 +102,10 @@ static DEEP: [NamedCheck; 7] = [
         name: phishing::CHECK,
         run: phishing::phishing_pages,
     },
+    NamedCheck {
+        name: uploads::CHECK,
+        run: uploads::executables,
+    },
 ];
 
 /// `waf_status`: ModSecurity missing on a present web server (with the install hint), or
@@ -122,7 +127,7 @@ pub fn critical_checks() -> &'static [NamedCheck] {
 }
 
 /// `world_writable_php`, `suid_unexpected`, `waf_status`, `perf_error_log`,
-/// `php_display_errors`, `perf_cms_cron`, `phishing_page`.
+/// `php_display_errors`, `perf_cms_cron`, `phishing_page`, `executable_in_uploads`.
 pub fn deep_checks() -> &'static [NamedCheck] {
     &DEEP
 }
@@ -192,7 +197,8 @@ mod tests {
                 "perf_error_log",
                 "php_display_errors",
                 "perf_cms_cron",
-                "phishing_page"
+                "phishing_page",
+                "executable_in_uploads"
             ]
         );
         assert!(find_check("suid_unexpected").is_some());

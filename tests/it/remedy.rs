@@ -1108,3 +1108,22 @@ fn a_phishing_page_in_a_web_root_is_found_by_a_deep_scan_and_quarantined() {
     post_id(&d, "/api/v1/quarantine-restore", &qid).expect(200);
     assert_eq!(std::fs::read_to_string(&page).unwrap(), PHISHING);
 }
+
+/// `executable_in_uploads`: an ELF binary in a site's uploads is found by a deep scan and
+/// quarantined by its fix; an image and a non-executable script there are not reported.
+#[test]
+fn an_executable_in_uploads_is_found_and_quarantined() {
+    let (d, www) = start("remedy-exec", "", &[]);
+    let uploads = www.join("site/wp-content/uploads/2026/01");
+    let miner = uploads.join("x");
+    write_mode(&miner, b"\x7fELF\x02\x01\x01\x00rest", 0o755);
+    write_mode(&uploads.join("a.png"), b"\x89PNG\r\n\x1a\n", 0o644);
+    write_mode(&uploads.join("note.sh"), b"#!/bin/sh\necho\n", 0o644);
+    write_mode(&www.join("site/bin/tool"), b"\x7fELF\x02\x01", 0o755);
+    scan(&d, "deep");
+    let found = findings_of(&d, "executable_in_uploads");
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["path"], miner.display().to_string().as_str());
+    post_id(&d, "/api/v1/fix", found[0]["id"].as_str().unwrap()).expect(200);
+    assert!(std::fs::symlink_metadata(&miner).is_err(), "moved away");
+}
