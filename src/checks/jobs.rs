@@ -500,10 +500,13 @@ impl ScanJobs {
         });
         admitted.finish();
         if let Err(refused) = pushed {
-            drop(refused); // counted as one loss of scans.jobs
+            // The refused job counts as one loss of scans.jobs. Its refusal is
+            // written before the 429 goes out, so a list read after it never shows
+            // it queued (a detached write raced the test's list under load).
+            drop(refused);
             let _ = self
                 .store
-                .write_detached(move |c| crate::store::scan_jobs::refuse_full(c, id));
+                .write(move |c| crate::store::scan_jobs::refuse_full(c, id));
             return Err(RequestError::QueueFull);
         }
         Ok(id)
