@@ -41,6 +41,7 @@ pub mod mail;
 pub mod model;
 pub mod net;
 pub mod queue;
+pub mod remedy;
 pub mod scan;
 pub mod store;
 #[allow(unsafe_code)]

@@ -179,6 +179,17 @@ fn active_counts(app: &App) -> HashMap<String, u64> {
     })
 }
 
+/// The web roots of the account `name` (as `GET /api/v1/accounts` lists them); `None` for
+/// an unknown user or one without a web root.
+pub(super) fn web_roots_of(ctx: &CheckContext, name: &str) -> Option<Vec<PathBuf>> {
+    if name.is_empty() || name.len() > MAX_NAME || name.chars().any(char::is_control) {
+        return None;
+    }
+    let uid = Users::load(ctx).uid(name)?;
+    let roots = scan(ctx).by_uid.remove(&uid)?;
+    Some(roots.into_iter().map(PathBuf::from).collect())
+}
+
 /// `GET /api/v1/accounts`.
 pub fn list(app: &App, _req: &Request, _c: &Caller) -> Response {
     let ctx = app.services.jobs.context();

@@ -14,7 +14,7 @@ use super::data::{required, store_failed, tri};
 use super::App;
 
 /// Bytes of a quarantined file a preview shows at most.
-pub const QUARANTINE_PREVIEW: usize = 16 * 1024;
+pub const QUARANTINE_PREVIEW: usize = 64 * 1024;
 /// Bytes of a captured statement a preview shows at most.
 pub const STATEMENT_PREVIEW: usize = 64 * 1024;
 
@@ -66,7 +66,18 @@ pub fn quarantine(app: &App, _req: &Request, _c: &Caller) -> Response {
     }
 }
 
-/// `GET /api/v1/quarantine-preview?id=`: the first 16 KiB of the quarantined copy.
+/// The preview as text for people: line by line, control and bidirectional characters and
+/// invalid UTF-8 escaped (`\xNN`, `\u{..}`), lines kept.
+fn preview_text(bytes: &[u8]) -> String {
+    bytes
+        .split(|b| *b == b'\n')
+        .map(crate::text::escape_bytes)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `GET /api/v1/quarantine-preview?id=`: the first 64 KiB of the quarantined copy, exact
+/// (`content`, text or base64) and as escaped text (`text`).
 pub fn quarantine_preview(app: &App, req: &Request, _c: &Caller) -> Response {
     let id = tri!(required(req, "id"));
     let id2 = id.clone();
@@ -126,6 +137,7 @@ pub fn quarantine_preview(app: &App, req: &Request, _c: &Caller) -> Response {
             "truncated": (shown as u64) < size,
             "encoding": encoding,
             "content": content,
+            "text": preview_text(&bytes),
             "sha256": record.sha256,
         }),
     )
@@ -168,6 +180,14 @@ pub fn db_object_backup_preview(app: &App, req: &Request, _c: &Caller) -> Respon
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn preview_text_escapes_controls_and_keeps_lines() {
+        assert_eq!(
+            preview_text(b"<?php\n\x1b[2Jx\xff\n"),
+            "<?php\n\\x1b[2Jx\\xff\n"
+        );
+    }
 
     #[test]
     fn base64_matches_rfc4648_vectors() {

@@ -30,6 +30,9 @@ pub const CAPABILITIES: &[&str] = &[
     "status.queue_health.v1",
     // Durable webhook spool, replayed after a restart (alerts/spool.rs, `panel.spool`).
     "webhook.panel.v1",
+    // Console preferences per credential: `/api/v1/prefs/user`, `/api/v1/prefs/views`
+    // (api/prefs.rs).
+    "webui.prefs.v1",
     // Undo of threat changes: `undo_token`, `/api/v1/undo/pending`, `/api/v1/undo/run`
     // (threat/undo.rs, api/undo.rs).
     "webui.undo.v1",
@@ -79,6 +82,7 @@ mod tests {
                 "/api/v1/email/queue-composition",
             ),
             ("webui.undo.v1", "/api/v1/undo/run"),
+            ("webui.prefs.v1", "/api/v1/prefs/user"),
         ];
         for (cap, path) in routed {
             assert!(

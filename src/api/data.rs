@@ -83,6 +83,12 @@ struct Enriched<'a> {
     #[serde(rename = "account", skip_serializing_if = "Option::is_none")]
     owner: Option<String>,
     fix: &'static str,
+    /// Whether `POST /api/v1/fix` can fix it, and what that does.
+    fixable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fix_action: Option<crate::remedy::FixAction>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fix_description: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     block_ip: Option<String>,
 }
@@ -106,11 +112,15 @@ fn enrich<'a>(app: &App, f: &'a Finding, users: &mut Option<Users>) -> Enriched<
         .then_some(f.ip)
         .flatten()
         .map(|ip| ip.to_string());
+    let action = crate::remedy::plan(&f.check);
     Enriched {
         finding: f,
         geo,
         owner,
         fix: fixes::fix_for(&f.check),
+        fixable: action.is_some(),
+        fix_action: action,
+        fix_description: action.map(|a| a.description()),
         block_ip,
     }
 }
@@ -315,6 +325,12 @@ pub fn finding_detail(app: &App, req: &Request, _c: &Caller) -> Response {
     out.insert("active".into(), json!(is_active));
     out.insert("suppressed".into(), json!(suppressed));
     out.insert("fix".into(), json!(fixes::fix_for(&finding.check)));
+    let action = crate::remedy::plan(&finding.check);
+    out.insert("fixable".into(), json!(action.is_some()));
+    if let Some(a) = action {
+        out.insert("fix_action".into(), json!(a));
+        out.insert("fix_description".into(), json!(a.description()));
+    }
     out.insert("dispatches_total".into(), json!(dispatches_total));
     out.insert(
         "actions".into(),

@@ -20,6 +20,11 @@ pub fn fix_for(check: &str) -> &'static str {
         "waf_status" => "Install and load ModSecurity with the hint in the details (or the panel's security centre), turn the engine back on for the scopes named, update stale rule sets, and fix the web-server reload so rule changes load.",
         "modsec_block_escalation" => "Block the address (offered as block_ip; the daemon blocks it automatically unless auto_response.dry_run is on), and check the WAF events of the rules and URIs named for what it was after.",
         "ssh_bruteforce" | "pam_bruteforce" => "Block the address (offered as block_ip), keep password logins disabled for exposed accounts, and check the log for a successful login from it.",
+        "executable_in_uploads" => "Quarantine the program (offered as a fix), look for the process it started and how it got there, and deny execution in upload directories.",
+        "phishing_page" => "Quarantine the page (offered as a fix), remove the rest of the kit beside it, and close the way it was uploaded (compromised account or vulnerable plugin).",
+        "perf_error_log" => "Truncate the log (offered as a fix), then find what logs on every request: a PHP notice in a plugin or theme, usually.",
+        "php_display_errors" => "Set display_errors = Off in the site's PHP settings (offered as a fix) and log errors instead; visitors must not see paths and queries.",
+        "perf_cms_cron" => "Set DISABLE_WP_CRON in wp-config.php and run wp-cron.php from the account's crontab every 15 minutes (offered as a fix).",
         c if c.starts_with("hardening_") => "Change the setting the finding names to the value the hardening report recommends, then run the audit again.",
         _ => GENERIC_FIX,
     }

@@ -9,6 +9,7 @@
 mod accounts;
 pub mod audit;
 pub mod auth;
+mod automation;
 mod backups;
 pub mod body;
 pub mod capabilities;
@@ -29,9 +30,13 @@ pub mod metrics;
 mod pages;
 pub mod params;
 mod perf;
+mod prefs;
+mod remedy;
 mod router;
+mod scan_jobs;
 mod session_routes;
 pub mod sessions;
+mod settings;
 mod status;
 pub mod suppressions;
 mod threat;
@@ -82,9 +87,21 @@ pub struct Services {
     pub challenge: Option<Arc<crate::challenge::Challenge>>,
     /// Verified crawlers (`crawler::Verifier`).
     pub crawler: Arc<crate::crawler::Verifier>,
+    /// Fixes of findings (`/api/v1/fix` and its family).
+    pub fixer: Arc<crate::remedy::Fixer>,
+    /// The file quarantine's handles as they are now (restore and bulk delete).
+    pub quarantine: crate::remedy::QuarantineSource,
 }
 
 pub use router::{Access, Route, ROUTES};
+
+/// What the settings routes ask of the daemon.
+pub struct DaemonControl {
+    /// Re-reads and applies the configuration; answers as `svc reload` does.
+    pub reload: Box<dyn Fn() -> serde_json::Value + Send + Sync>,
+    /// Stops the daemon and starts it again in the same process (exec).
+    pub restart: Box<dyn Fn() + Send + Sync>,
+}
 
 /// Facts about this daemon process, fixed at start (binary hash filled in once computed).
 pub struct Runtime {
@@ -113,6 +130,10 @@ pub struct App {
     pub body_refusals: body::Refusals,
     pub runtime: Runtime,
     pub server: OnceLock<Arc<ServerStats>>,
+    /// Reload and restart, set by the daemon once its reloader exists (settings routes).
+    pub control: OnceLock<DaemonControl>,
+    /// Modes of the automatic responses as last recorded (`status.automation`).
+    pub automation: automation::Tracker,
     pub services: Services,
     /// Addresses in `blocked_ips`, loaded at start and kept by whoever blocks or unblocks.
     pub blocklist_size: std::sync::atomic::AtomicU64,
@@ -160,6 +181,8 @@ impl App {
             body_refusals: body::Refusals::default(),
             runtime,
             server: OnceLock::new(),
+            control: OnceLock::new(),
+            automation: automation::Tracker::default(),
             services,
             blocklist_size: std::sync::atomic::AtomicU64::new(blocked),
         }

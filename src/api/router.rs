@@ -52,6 +52,21 @@ pub static ROUTES: &[Route] = &[
     get!("/api/v1/components", Access::Read, status::components),
     get!("/api/v1/findings", Access::Read, findings::list),
     get!("/api/v1/incident", Access::Admin, incident::timeline),
+    // Scan jobs (scan_jobs.rs): read scope lists, admins queue and cancel
+    get!("/api/v1/scan-jobs", Access::Read, super::scan_jobs::list),
+    Route {
+        path: "/api/v1/scan-jobs",
+        methods: &[("POST", super::scan_jobs::create)],
+        access: Access::Admin,
+        action: "scan_job.create",
+    },
+    get!("/api/v1/scan-jobs/*", Access::Read, super::scan_jobs::get),
+    Route {
+        path: "/api/v1/scan-jobs/*/cancel",
+        methods: &[("POST", super::scan_jobs::cancel)],
+        access: Access::Admin,
+        action: "scan_job.cancel",
+    },
     // Mail accounts (mail_accounts.rs)
     get!(
         "/api/v1/email/groups",
@@ -115,6 +130,77 @@ pub static ROUTES: &[Route] = &[
         Access::Admin,
         super::backups::quarantine_preview
     ),
+    Route {
+        path: "/api/v1/quarantine-restore",
+        methods: &[("POST", super::remedy::quarantine_restore)],
+        access: Access::Admin,
+        action: "quarantine.restore",
+    },
+    Route {
+        path: "/api/v1/quarantine/bulk-delete",
+        methods: &[("POST", super::remedy::quarantine_bulk_delete)],
+        access: Access::Admin,
+        action: "quarantine.bulk_delete",
+    },
+    // Console preferences (prefs.rs): read per credential, admins save
+    get!("/api/v1/prefs/user", Access::Read, super::prefs::get),
+    Route {
+        path: "/api/v1/prefs/user",
+        methods: &[("POST", super::prefs::set)],
+        access: Access::Admin,
+        action: "prefs.user",
+    },
+    get!("/api/v1/prefs/views", Access::Read, super::prefs::get),
+    Route {
+        path: "/api/v1/prefs/views",
+        methods: &[("POST", super::prefs::set)],
+        access: Access::Admin,
+        action: "prefs.views",
+    },
+    // Performance fixes (remedy.rs), each for its own finding kind
+    Route {
+        path: "/api/v1/perf/fix-error-log",
+        methods: &[("POST", super::remedy::fix_error_log)],
+        access: Access::Admin,
+        action: "perf.fix_error_log",
+    },
+    Route {
+        path: "/api/v1/perf/fix-display-errors",
+        methods: &[("POST", super::remedy::fix_display_errors)],
+        access: Access::Admin,
+        action: "perf.fix_display_errors",
+    },
+    Route {
+        path: "/api/v1/perf/fix-cms-cron",
+        methods: &[("POST", super::remedy::fix_cms_cron)],
+        access: Access::Admin,
+        action: "perf.fix_cms_cron",
+    },
+    // Fixes (remedy.rs)
+    Route {
+        path: "/api/v1/fix",
+        methods: &[("POST", super::remedy::fix)],
+        access: Access::Admin,
+        action: "finding.fix",
+    },
+    Route {
+        path: "/api/v1/fix-bulk",
+        methods: &[("POST", super::remedy::fix_bulk)],
+        access: Access::Admin,
+        action: "finding.fix_bulk",
+    },
+    Route {
+        path: "/api/v1/dismiss",
+        methods: &[("POST", super::remedy::dismiss)],
+        access: Access::Admin,
+        action: "finding.dismiss",
+    },
+    Route {
+        path: "/api/v1/verify-finding",
+        methods: &[("POST", super::remedy::verify_finding)],
+        access: Access::Admin,
+        action: "finding.verify",
+    },
     get!(
         "/api/v1/db-object-backups",
         Access::Admin,
@@ -216,6 +302,23 @@ pub static ROUTES: &[Route] = &[
         Access::Admin,
         super::firewall::rollback
     ),
+    // Settings (settings.rs): the restart route before the section wildcard
+    get!("/api/v1/settings", Access::Admin, super::settings::list),
+    Route {
+        path: "/api/v1/settings/restart",
+        methods: &[("POST", super::settings::restart)],
+        access: Access::Admin,
+        action: "settings.restart",
+    },
+    Route {
+        path: "/api/v1/settings/*",
+        methods: &[
+            ("GET", super::settings::get),
+            ("POST", super::settings::set),
+        ],
+        access: Access::Admin,
+        action: "settings.save",
+    },
     // Mail antivirus (mail.rs)
     get!("/api/v1/email/stats", Access::Read, super::mail::stats),
     get!(
@@ -386,8 +489,23 @@ fn matches(pattern: &str, path: &str) -> bool {
     }
 }
 
+#[cfg(test)]
 fn find(path: &str) -> Option<&'static Route> {
     ROUTES.iter().find(|r| matches(r.path, path))
+}
+
+/// The route serving `method` on `path`: a path may have one route per scope (reads for
+/// read tokens, writes for admins, as `/api/v1/scan-jobs`); without a route for the method,
+/// the path's first route (which answers 405).
+fn find_for(path: &str, method: &str) -> Option<&'static Route> {
+    let mut first = None;
+    for r in ROUTES.iter().filter(|r| matches(r.path, path)) {
+        if handler_for(r, method).is_some() {
+            return Some(r);
+        }
+        first.get_or_insert(r);
+    }
+    first
 }
 
 /// The path segment a route's first `*` matched (the audit target), or "".
@@ -541,7 +659,7 @@ impl App {
     fn dispatch(&self, req: &Request) -> (&'static str, Response, Option<Caller>) {
         // Unknown paths are 404 for every caller, before any credential is looked at
         // (spec Errors 3): nothing is counted, audited or logged for them.
-        let Some(route) = find(&req.path) else {
+        let Some(route) = find_for(&req.path, &req.method) else {
             return (
                 "unmatched",
                 Response::error(
@@ -686,9 +804,16 @@ fn allowed(route: &Route) -> Vec<&'static str> {
     allow
 }
 
-/// 405 with `Allow` listing the route's methods.
+/// 405 with `Allow` listing the methods of every route on the path.
 fn method_not_allowed(route: &Route, req: &Request) -> Response {
-    let allow = allowed(route);
+    let mut allow = allowed(route);
+    for other in ROUTES.iter().filter(|r| r.path == route.path) {
+        for m in allowed(other) {
+            if !allow.contains(&m) {
+                allow.push(m);
+            }
+        }
+    }
     Response::error(
         405,
         &format!(
@@ -748,7 +873,7 @@ impl Handler for App {
 impl App {
     /// Audits a state-changing request that reached a known, non-public route.
     fn audit_request(&self, req: &Request, c: &Caller, status: u16) {
-        let Some(route) = find(&req.path) else {
+        let Some(route) = find_for(&req.path, &req.method) else {
             return;
         };
         if route.action.is_empty() || route.access == Access::Public {
@@ -760,7 +885,19 @@ impl App {
             404 => "not_found",
             _ => "error",
         };
-        let target = wildcard_target(route.path, &req.path);
+        let mut target = wildcard_target(route.path, &req.path).to_string();
+        if target.is_empty() {
+            // Routes naming their object in the body (`{"id"}`: a finding, a quarantine
+            // entry) are audited with it.
+            if req.body.len() <= LARGE_REQUEST {
+                if let Ok(serde_json::Value::Object(m)) = super::body::parse(&req.body) {
+                    if let Some(id) = m.get("id").and_then(|v| v.as_str()) {
+                        target = crate::text::for_log(id, 64);
+                    }
+                }
+            }
+        }
+        let target = target.as_str();
         self.audit.record(Entry {
             at: self.clock.now(),
             actor: &c.name,

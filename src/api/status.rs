@@ -161,6 +161,8 @@ pub struct Snapshot<'a> {
     /// Firewall rollback timer: `state` (`none`, `pending`, `confirmed`, `reverted`, or
     /// `unavailable` without the engine), and `deadline`, `remaining_seconds` while pending.
     rollback: Value,
+    /// Automatic responses: `{name, mode, since, keys}` (`enforce`, `dry_run`, `off`).
+    automation: Vec<super::automation::Rollout>,
 }
 
 pub fn snapshot(app: &App) -> Snapshot<'_> {
@@ -208,6 +210,7 @@ pub fn snapshot(app: &App) -> Snapshot<'_> {
         },
         alerts: app.services.alerts.status(),
         rollback: app.services.firewall.rollback_view(),
+        automation: super::automation::rollout(app),
         challenge: ChallengeInfo {
             enabled: app.services.challenge.is_some(),
             pending: app

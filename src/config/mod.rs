@@ -12,6 +12,7 @@ pub mod alerts;
 pub mod bots;
 pub mod challenge;
 pub mod crawler;
+pub mod dropins;
 pub mod firewall;
 pub mod geoip;
 pub mod keys;

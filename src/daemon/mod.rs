@@ -181,6 +181,37 @@ fn release_startup_code() {
     }
 }
 
+/// Set by `POST /api/v1/settings/restart`: once `run` has shut down, the daemon command
+/// executes the binary again ([`reexec`]).
+static RESTART: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Asks for a restart: the daemon shuts down as on SIGTERM (after a moment, so the 202
+/// answer goes out first), then re-executes itself.
+fn request_restart() {
+    RESTART.store(true, std::sync::atomic::Ordering::SeqCst);
+    let _ = std::thread::Builder::new()
+        .name("restart".into())
+        .spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(250));
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), Signal::SIGTERM);
+        });
+}
+
+/// Whether the daemon stopped to restart.
+pub fn restart_requested() -> bool {
+    RESTART.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Replaces this process with the same binary and arguments (`/proc/self/exe`); returns
+/// only on failure.
+pub fn reexec() -> std::io::Error {
+    use std::os::unix::process::CommandExt;
+    log::info!("restarting (settings restart)");
+    std::process::Command::new("/proc/self/exe")
+        .args(std::env::args_os().skip(1))
+        .exec()
+}
+
 /// Waits for SIGTERM or SIGINT; SIGHUP reloads the configuration and waits again.
 fn wait_for_stop(
     signals: &SigSet,
@@ -492,6 +523,10 @@ impl Front {
         geoip: Option<Arc<crate::geoip::GeoIp>>,
         live: Arc<config::Live>,
     ) -> Result<Front, StartError> {
+        let quarantine: crate::remedy::QuarantineSource = {
+            let collectors = sub.collectors.clone();
+            Arc::new(move || collectors.quarantine_control())
+        };
         let services = crate::api::Services {
             registry: sub.registry.clone(),
             engine: sub.engine.clone(),
@@ -510,6 +545,13 @@ impl Front {
             threat: sub.threat.clone(),
             challenge: sub.challenge.as_ref().map(|r| r.challenge.clone()),
             crawler: sub.crawler.clone(),
+            fixer: Arc::new(crate::remedy::Fixer::new(
+                sub.jobs.context().clone(),
+                quarantine.clone(),
+                store.clone(),
+                clock.clone(),
+            )),
+            quarantine,
         };
         let app = Arc::new(App::new(cfg.clone(), clock, store.clone(), services));
         {
@@ -543,6 +585,13 @@ impl Front {
                 collectors: sub.collectors.clone(),
             },
         ));
+        {
+            let r = reloader.clone();
+            let _ = app.control.set(crate::api::DaemonControl {
+                reload: Box::new(move || r.reload(reload::Trigger::Api).to_json()),
+                restart: Box::new(request_restart),
+            });
+        }
         let control = {
             let ctx = commands::Ctx::new(app.clone(), reloader.clone(), sub.collectors.clone());
             let handler: Arc<control::CommandFn> =

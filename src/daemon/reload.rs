@@ -45,6 +45,8 @@ use crate::watch::CollectorError;
 pub enum Trigger {
     ControlSocket,
     Signal,
+    /// A settings change through the API.
+    Api,
 }
 
 impl Trigger {
@@ -52,6 +54,7 @@ impl Trigger {
         match self {
             Trigger::ControlSocket => "control_socket",
             Trigger::Signal => "signal",
+            Trigger::Api => "api",
         }
     }
 }

@@ -124,6 +124,12 @@ enum Control {
         keys: Vec<(String, String)>,
         reply: Sender<Result<usize, StoreError>>,
     },
+    /// Resolves the given keys (a fix removed the cause, a dismissal, a re-check that no
+    /// longer sees it), store first.
+    Resolve {
+        keys: Vec<(String, String)>,
+        reply: Sender<Result<usize, StoreError>>,
+    },
     /// Removes what these rules match, each naming a message: one lookup per rule in the
     /// dispatcher's own set (no scan), store first.
     Apply {
@@ -542,6 +548,28 @@ impl Engine {
         Ok(n)
     }
 
+    /// Resolves the active findings keyed `keys` (check, message): they leave the active
+    /// set and the store, as a completed check's absent findings do. Returns how many were
+    /// active. A finding detected again later is a new occurrence.
+    pub fn resolve(&self, keys: Vec<(String, String)>) -> Result<usize, ApplyError> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        if !self.running.load(Ordering::SeqCst) {
+            let mut st = self.state.lock();
+            let n = self.remove_keys(&mut st, keys)?;
+            self.publish(&st);
+            return Ok(n);
+        }
+        let (tx, rx) = bounded(1);
+        self.control(Control::Resolve { keys, reply: tx })?;
+        match rx.recv_timeout(CONTROL_WAIT) {
+            Ok(r) => Ok(r?),
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => Err(ApplyError::Timeout),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(ApplyError::Stopped),
+        }
+    }
+
     fn control(&self, c: Control) -> Result<(), ApplyError> {
         if self.queue.is_closed() {
             return Err(ApplyError::Stopped);
@@ -929,6 +957,13 @@ impl Engine {
                     })
                     .collect();
                 self.serve(st, Control::Remove { keys, reply });
+            }
+            Control::Resolve { keys, reply } => {
+                let r = self.remove_keys(st, keys);
+                if matches!(r, Ok(n) if n > 0) {
+                    self.publish(st);
+                }
+                let _ = reply.send(r);
             }
             Control::Remove { keys, reply } => {
                 let m = self.suppressor().map(|s| (s.matcher(), s.now()));

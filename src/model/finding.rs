@@ -4,7 +4,9 @@ use std::fmt;
 use std::net::IpAddr;
 
 use jiff::Timestamp;
-use serde::Serialize;
+use serde::ser::SerializeStruct;
+use serde::{Serialize, Serializer};
+use sha2::{Digest, Sha256};
 
 /// Severity label. Ordered so that `Critical > High > Warning`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -62,25 +64,77 @@ impl fmt::Display for Severity {
 }
 
 /// One finding. Detectors create it with `first_seen == last_seen` and `count == 1`; the
-/// active set merges repeats keyed by (check, message).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// active set merges repeats keyed by (check, message). Serialised with its [`Finding::id`]
+/// first.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Finding {
     /// snake_case name of the check that produced it.
     pub check: String,
     pub severity: Severity,
     pub message: String,
     pub details: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub account: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub ip: Option<IpAddr>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
-    #[serde(serialize_with = "crate::timefmt::ser")]
     pub first_seen: Timestamp,
-    #[serde(serialize_with = "crate::timefmt::ser")]
     pub last_seen: Timestamp,
     pub count: u64,
+}
+
+/// Hex digits of a finding id (64 bits of SHA-256).
+pub const FINDING_ID_LEN: usize = 16;
+
+/// The id of the finding keyed (`check`, `message`): the first 64 bits of SHA-256 over the
+/// check, a NUL and the message, as lower-case hex. The key is what the active set merges
+/// on, so the id stays the same while the finding is active and across restarts (no
+/// process-wide random key); hex is URL-safe.
+pub fn finding_id(check: &str, message: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(check.as_bytes());
+    h.update([0u8]);
+    h.update(message.as_bytes());
+    let digest = h.finalize();
+    hex::encode(&digest[..FINDING_ID_LEN / 2])
+}
+
+/// True for text shaped like a finding id (checked before any lookup, so an id with a path
+/// or traversal in it is refused as malformed).
+pub fn is_finding_id(s: &str) -> bool {
+    s.len() == FINDING_ID_LEN && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Unset optional fields are left out; times follow the instant rule.
+impl Serialize for Finding {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Instant(Timestamp);
+        impl Serialize for Instant {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                crate::timefmt::ser(&self.0, s)
+            }
+        }
+        let mut st = s.serialize_struct("Finding", 11)?;
+        st.serialize_field("id", &self.id())?;
+        st.serialize_field("check", &self.check)?;
+        st.serialize_field("severity", &self.severity)?;
+        st.serialize_field("message", &self.message)?;
+        st.serialize_field("details", &self.details)?;
+        match &self.account {
+            Some(a) => st.serialize_field("account", a)?,
+            None => st.skip_field("account")?,
+        }
+        match &self.ip {
+            Some(ip) => st.serialize_field("ip", ip)?,
+            None => st.skip_field("ip")?,
+        }
+        match &self.path {
+            Some(p) => st.serialize_field("path", p)?,
+            None => st.skip_field("path")?,
+        }
+        st.serialize_field("first_seen", &Instant(self.first_seen))?;
+        st.serialize_field("last_seen", &Instant(self.last_seen))?;
+        st.serialize_field("count", &self.count)?;
+        st.end()
+    }
 }
 
 impl Finding {
@@ -106,6 +160,11 @@ impl Finding {
             last_seen: now,
             count: 1,
         }
+    }
+
+    /// The stable id of this finding ([`finding_id`] of its key).
+    pub fn id(&self) -> String {
+        finding_id(&self.check, &self.message)
     }
 
     /// Gives back the spare capacity of every text field. Producers build messages and
@@ -193,6 +252,36 @@ mod tests {
         assert_eq!(v["severity"], "HIGH");
         assert_eq!(v["first_seen"], "1970-01-01T00:00:00.000000Z");
         assert!(v.get("ip").is_none());
+        assert_eq!(v["id"], finding_id("ssh_bruteforce", "m"));
+    }
+
+    #[test]
+    fn ids_are_short_hex_of_the_key_only() {
+        let t = jiff::Timestamp::from_second(0).unwrap();
+        let a = Finding::new("webshell", Severity::Critical, "shell at /a.php", t);
+        let mut b = a.clone();
+        b.details = "other details".into();
+        b.count = 9;
+        b.last_seen = jiff::Timestamp::from_second(99).unwrap();
+        assert_eq!(
+            a.id(),
+            b.id(),
+            "details, counts and times do not change the id"
+        );
+        assert!(is_finding_id(&a.id()), "{}", a.id());
+        // Fixed by the key alone: the same in every process.
+        assert_eq!(finding_id("webshell", "shell at /a.php"), a.id());
+        assert_ne!(finding_id("webshell", "shell at /b.php"), a.id());
+        assert_ne!(finding_id("webshel", "lshell at /a.php"), a.id());
+        for bad in [
+            "",
+            "../../etc/passwd",
+            "0123456789ABCDEF",
+            "0123456789abcde",
+            "0123456789abcdef0",
+        ] {
+            assert!(!is_finding_id(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -502,6 +502,25 @@ impl Quarantine {
                 format!("refusing to restore: {shown} exists"),
             )
         };
+        // A directory that now belongs to someone else than the file's owner (or root) is
+        // not where the file was taken from: its new owner could read or swap it.
+        match descent.dir().info() {
+            Ok(p) if p.uid != 0 && p.uid != record.uid => {
+                descent.remove_created();
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "refusing to restore {shown}: its directory is now owned by uid {}, not by the file's owner (uid {}) or root; the file stays in quarantine",
+                        p.uid, record.uid
+                    ),
+                ));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                descent.remove_created();
+                return Err(refuse(e));
+            }
+        }
         match descent.dir().lstat(name) {
             Ok(None) => {}
             Ok(Some(_)) => {

@@ -98,6 +98,12 @@ pub fn get(c: &Connection, id: &str) -> rusqlite::Result<Option<Entry>> {
     .optional()
 }
 
+/// Deletes entry `id`; false when there was none.
+pub fn delete(c: &Connection, id: &str) -> rusqlite::Result<bool> {
+    c.execute("DELETE FROM quarantine WHERE id = ?1", [id])
+        .map(|n| n > 0)
+}
+
 pub fn mark_restored(c: &Connection, id: &str, at: Timestamp) -> rusqlite::Result<usize> {
     c.execute(
         "UPDATE quarantine SET restored_at = ?2 WHERE id = ?1 AND restored_at IS NULL",

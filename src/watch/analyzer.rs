@@ -423,9 +423,20 @@ impl Analyzer {
         rule: &str,
         owner: Option<&str>,
     ) -> Option<String> {
-        let id = crate::ids::random_hex(8);
-        let record = match self.quarantine.quarantine(path, &id) {
-            Ok(r) => r,
+        let reason = format!("signature {rule}");
+        let cause = quarantine::control::Cause {
+            check,
+            reason: &reason,
+            account: owner,
+        };
+        let id = match quarantine::control::quarantine_and_record(
+            &self.store,
+            &self.quarantine,
+            &self.clock,
+            path,
+            &cause,
+        ) {
+            Ok((id, _)) => id,
             Err(e) => {
                 log::error!(
                     "quarantine: cannot move {}: {e}",
@@ -437,26 +448,6 @@ impl Analyzer {
                 return None;
             }
         };
-        let json = serde_json::to_string(&record).unwrap_or_default();
-        let (idc, p, c, r, o, at) = (
-            id.clone(),
-            path.display().to_string(),
-            check.to_string(),
-            format!("signature {rule}"),
-            owner.map(String::from),
-            self.clock.now(),
-        );
-        let stored = self.store.write(move |conn| {
-            crate::store::quarantine::insert(conn, &idc, &json, &p, &c, &r, o.as_deref(), at)
-        });
-        if let Err(e) = stored {
-            // The file is safe in quarantine; its record is in the log so it can be restored.
-            log::error!(
-                "quarantine: {} moved as {id} but its record was not stored: {e}; record: {}",
-                crate::text::escape_path(path),
-                crate::text::escape_controls(&serde_json::to_string(&record).unwrap_or_default())
-            );
-        }
         self.counters.quarantined.fetch_add(1, Ordering::Relaxed);
         log::warn!(
             "quarantined {} as {id} ({rule})",

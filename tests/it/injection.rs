@@ -23,18 +23,11 @@ fn hostile_file_names_are_escaped_in_messages_and_logs_but_exact_in_paths() {
     let dir = temp_dir("inject");
     let www = dir.join("www");
     std::fs::create_dir_all(&www).unwrap();
-    let state = dir.join("state");
-    let config = dir.join("svc.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "{}[files]\nwatch = [{:?}]\n[logs]\nauth = []\n[checks]\ncritical_interval_min = 0\ndeep_interval_min = 0\n[auto_response]\nquarantine = true\n",
-            base_config(&state),
-            www.display().to_string()
-        ),
-    )
-    .unwrap();
-    let d = Daemon::start_with(dir, config, state, &[]);
+    let extra = format!(
+        "[files]\nwatch = [{:?}]\n[logs]\nauth = []\n[checks]\ncritical_interval_min = 0\ndeep_interval_min = 0\n[auto_response]\nquarantine = true\n",
+        www.display().to_string()
+    );
+    let d = start_in_dir(dir, &extra, &[]);
     // ESC sequences, a forged log line and a right-to-left override in one name.
     let name = "x\u{1b}[31mred\n[2026-01-01T00:00:00Z INFO  svc] forged\u{202e}php.txt.php";
     let shell = www.join(name);

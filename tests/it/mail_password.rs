@@ -88,22 +88,8 @@ fn breach_server() -> (String, Arc<Mutex<Vec<String>>>) {
     (format!("http://{addr}/range/"), seen)
 }
 
-fn findings(d: &Daemon, check: &str) -> Vec<serde_json::Value> {
-    let v = d
-        .get("/api/v1/findings?limit=1000", READ)
-        .expect(200)
-        .json();
-    v["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["check"] == check)
-        .cloned()
-        .collect()
-}
-
 fn messages(d: &Daemon, check: &str) -> Vec<String> {
-    let mut m: Vec<String> = findings(d, check)
+    let mut m: Vec<String> = findings_of(d, check)
         .iter()
         .map(|f| f["message"].as_str().unwrap().to_string())
         .collect();
@@ -183,7 +169,7 @@ fn deep_scan_password_audit_findings_replacement_and_breach_prefix() {
             "mailbox weak@example.com has a weak password",
         ]
     );
-    let weak_f = findings(&d, "email_weak_password");
+    let weak_f = findings_of(&d, "email_weak_password");
     assert!(weak_f.iter().all(|f| f["severity"] == "HIGH"));
     let details = weak_f
         .iter()
@@ -198,7 +184,7 @@ fn deep_scan_password_audit_findings_replacement_and_breach_prefix() {
             "password audit of mailbox slow@example.com incomplete",
         ]
     );
-    let inc = findings(&d, "email_password_audit_incomplete").to_vec();
+    let inc = findings_of(&d, "email_password_audit_incomplete").to_vec();
     assert!(inc.iter().all(|f| f["severity"] == "WARNING"));
     assert!(inc
         .iter()

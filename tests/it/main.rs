@@ -36,6 +36,7 @@ mod notify;
 mod persist;
 mod quarantine;
 mod reload;
+mod remedy;
 mod server;
 mod threat;
 mod waf;

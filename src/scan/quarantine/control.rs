@@ -82,6 +82,23 @@ pub trait TrustRestored {
     fn forget(&self, path: &Path, sha256: &str);
 }
 
+/// The stored entry `id`.
+fn load_entry(store: &Store, id: &str) -> Result<crate::store::quarantine::Entry, RestoreError> {
+    match store.read(|c| crate::store::quarantine::get(c, id)) {
+        Ok(Some(e)) => Ok(e),
+        Ok(None) => Err(RestoreError::NoEntry(id.to_string())),
+        Err(e) => Err(RestoreError::Store(e)),
+    }
+}
+
+/// The mechanics record of `entry`.
+fn record_of(entry: &crate::store::quarantine::Entry) -> Result<QuarantineRecord, RestoreError> {
+    serde_json::from_value(entry.record.clone()).map_err(|error| RestoreError::UnreadableRecord {
+        id: entry.id.clone(),
+        error,
+    })
+}
+
 /// Restores the quarantine entry `id`: the content is trusted at its path before the file
 /// reappears (and the trust withdrawn if the restore fails), then the file is put back and
 /// the entry marked restored at `clock.now()`. A failure to record the restore is logged
@@ -93,21 +110,11 @@ pub fn restore_entry(
     id: &str,
     trusted: &dyn TrustRestored,
 ) -> Result<RestoredEntry, RestoreError> {
-    let entry = match store.read(|c| crate::store::quarantine::get(c, id)) {
-        Ok(Some(e)) => e,
-        Ok(None) => return Err(RestoreError::NoEntry(id.to_string())),
-        Err(e) => return Err(RestoreError::Store(e)),
-    };
+    let entry = load_entry(store, id)?;
     if entry.restored_at.is_some() {
         return Err(RestoreError::AlreadyRestored(id.to_string()));
     }
-    let record: QuarantineRecord =
-        serde_json::from_value(entry.record.clone()).map_err(|error| {
-            RestoreError::UnreadableRecord {
-                id: id.to_string(),
-                error,
-            }
-        })?;
+    let record = record_of(&entry)?;
     let path = record.original_path_buf().ok();
     if let Some(p) = &path {
         trusted.trust(p.clone(), record.sha256.clone());
@@ -138,6 +145,78 @@ pub fn restore_entry(
         id: id.to_string(),
         original_path: entry.original_path,
     })
+}
+
+/// Why a record is kept: the check that found the file and the cause (`signature RULE`, `fix
+/// through the API`), with the account owning it.
+pub struct Cause<'a> {
+    pub check: &'a str,
+    pub reason: &'a str,
+    pub account: Option<&'a str>,
+}
+
+/// Moves the file at `path` into the quarantine under a fresh id and stores its entry;
+/// returns the id and the record. When the entry cannot be stored the file stays safe in quarantine and its
+/// record is logged so it can be restored by hand.
+pub fn quarantine_and_record(
+    store: &Store,
+    quarantine: &Quarantine,
+    clock: &SharedClock,
+    path: &Path,
+    cause: &Cause<'_>,
+) -> io::Result<(String, QuarantineRecord)> {
+    let id = crate::ids::random_hex(8);
+    let record = quarantine.quarantine(path, &id)?;
+    let json = serde_json::to_string(&record).unwrap_or_default();
+    let (idc, p, c, r, o, at) = (
+        id.clone(),
+        path.display().to_string(),
+        cause.check.to_string(),
+        cause.reason.to_string(),
+        cause.account.map(String::from),
+        clock.now(),
+    );
+    let stored = store.write(move |conn| {
+        crate::store::quarantine::insert(conn, &idc, &json, &p, &c, &r, o.as_deref(), at)
+    });
+    if let Err(e) = stored {
+        log::error!(
+            "quarantine: {} moved as {id} but its record was not stored: {e}; record: {}",
+            crate::text::escape_path(path),
+            escape_controls(&serde_json::to_string(&record).unwrap_or_default())
+        );
+    }
+    Ok((id, record))
+}
+
+/// Deletes the quarantine entry `id` for good: the quarantined copy (none is left once
+/// restored), then the entry.
+pub fn delete_entry(store: &Store, quarantine: &Quarantine, id: &str) -> Result<(), RestoreError> {
+    let entry = load_entry(store, id)?;
+    if entry.restored_at.is_none() {
+        let record = record_of(&entry)?;
+        match quarantine.purge(&record) {
+            Ok(()) => {}
+            // Already gone from the directory: the entry is all that is left.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(error) => {
+                return Err(RestoreError::Failed {
+                    original_path: entry.original_path,
+                    error,
+                })
+            }
+        }
+    }
+    let idc = id.to_string();
+    store
+        .write(move |c| crate::store::quarantine::delete(c, &idc))
+        .map_err(RestoreError::Store)?;
+    log::info!(
+        "deleted quarantine entry {} ({})",
+        escape_controls(id),
+        escape_controls(&entry.original_path)
+    );
+    Ok(())
 }
 
 /// What the quarantine commands need: explicit handles (the file watcher supplies the

@@ -41,6 +41,21 @@ pub fn wait_until<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) ->
     }
 }
 
+/// The active findings of `check` (`/api/v1/findings`, first 10,000).
+pub fn findings_of(d: &Daemon, check: &str) -> Vec<serde_json::Value> {
+    let v = d
+        .get("/api/v1/findings?limit=10000", READ)
+        .expect(200)
+        .json();
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["check"] == check)
+        .cloned()
+        .collect()
+}
+
 /// A fresh directory for one test. Kept after the run (a failure can be read there); the
 /// first call of a run removes those of earlier runs whose process is gone.
 pub fn temp_dir(tag: &str) -> PathBuf {
@@ -82,6 +97,15 @@ pub fn base_config(state: &Path) -> String {
         "state_path = {state:?}\n\n[firewall]\nenabled = false\n\n[webui]\nlisten = \"127.0.0.1:0\"\nmetrics_token = {METRICS:?}\n\n[[webui.tokens]]\nname = \"ops-admin\"\ntoken = {ADMIN:?}\nscope = \"admin\"\n\n[[webui.tokens]]\nname = \"dash-read\"\ntoken = {READ:?}\nscope = \"read\"\n",
         state = state.display().to_string()
     )
+}
+
+/// Starts a daemon in `dir` on the base config plus `extra` (`dir/svc.toml`, state in
+/// `dir/state`), with `env` for the daemon.
+pub fn start_in_dir(dir: PathBuf, extra: &str, env: &[(&str, &str)]) -> Daemon {
+    let state = dir.join("state");
+    let config = dir.join("svc.toml");
+    std::fs::write(&config, format!("{}{extra}", base_config(&state))).unwrap();
+    Daemon::start_with(dir, config, state, env)
 }
 
 pub fn svc_bin() -> &'static str {

@@ -1,0 +1,383 @@
+//! Settings changed through the API (`/api/v1/settings/<section>`): the keys of a section as
+//! the configuration in effect has them, and their change written as a drop-in.
+//!
+//! Guarantees:
+//! - A section is a table of [`KEYS`] (`alerts`, `webui.limits`); its settings are the keys
+//!   directly in it. Keys of arrays of tables (`webui.tokens[]`) and of free maps (`*`) are
+//!   not settings here, nor are top-level keys.
+//! - Values come from the main file and its drop-ins merged as the loader merges them, else
+//!   the default. A secret ([`SECRET_KEYS`]) is never shown: only whether it is set.
+//! - A change is validated before anything is written: every field must be a setting of
+//!   the section with a value of its kind and range, and the whole configuration with the
+//!   change must load. Refusals name the field (`{field, message}`); nothing is written.
+//! - The change is written atomically (temporary file, fsync, rename; mode 0600) as
+//!   `conf.d/90-api-<section>.toml` beside the main file, merged with that file's earlier
+//!   API changes; the loader reads it after the main file at every start and reload.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use toml::value::Table;
+use toml::Value;
+
+use super::keys::{Class, Key, Kind, KEYS};
+
+/// Keys whose value is never shown (tokens, API keys, URLs that may carry a secret).
+pub const SECRET_KEYS: &[&str] = &[
+    "webui.metrics_token",
+    "webui.auth_token",
+    "reputation.ipfeed_key",
+    "alerts.webhook.url",
+    "reputation.spamfilter.url",
+    "reputation.upstream.url",
+    "mail.breach_api",
+];
+
+/// Prefix of the drop-ins the API writes (after operators' usual `10-`..`80-` names).
+pub const API_DROPIN_PREFIX: &str = "90-api-";
+
+/// One setting as the API shows it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Setting {
+    pub key: &'static str,
+    #[serde(rename = "type")]
+    pub type_name: &'static str,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub range: String,
+    /// The value in effect; absent for secrets and for unset keys without a default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default: Option<serde_json::Value>,
+    /// Set in the main file or a drop-in.
+    pub set: bool,
+    pub secret: bool,
+    /// `live` (applied by a reload) or `restart`.
+    pub class: &'static str,
+    pub doc: &'static str,
+}
+
+/// A refused field.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+/// Why a settings change was not written.
+#[derive(Debug)]
+pub enum SettingsError {
+    UnknownSection(String),
+    /// The change is invalid; nothing was written.
+    Invalid(Vec<FieldError>),
+    /// The configuration files could not be read or the drop-in written.
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for SettingsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SettingsError::UnknownSection(s) => {
+                write!(f, "no settings section {:?}", crate::text::for_log(s, 64))
+            }
+            SettingsError::Invalid(e) => {
+                write!(f, "{} invalid setting(s); nothing written", e.len())
+            }
+            SettingsError::Io(e) => write!(f, "cannot write the settings: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SettingsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SettingsError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+fn is_setting(k: &Key) -> bool {
+    !k.path.contains('[') && !k.path.contains('*') && !k.table().is_empty()
+}
+
+/// Every section, sorted.
+pub fn sections() -> Vec<&'static str> {
+    let mut s: Vec<&'static str> = KEYS
+        .iter()
+        .filter(|k| is_setting(k))
+        .map(Key::table)
+        .collect();
+    s.sort_unstable();
+    s.dedup();
+    s
+}
+
+fn keys_of(section: &str) -> impl Iterator<Item = &'static Key> + '_ {
+    KEYS.iter()
+        .filter(move |k| is_setting(k) && k.table() == section)
+}
+
+fn lookup<'t>(table: &'t Table, path: &str) -> Option<&'t Value> {
+    let mut parts = path.split('.');
+    let mut cur = table.get(parts.next()?)?;
+    for p in parts {
+        cur = cur.as_table()?.get(p)?;
+    }
+    Some(cur)
+}
+
+fn to_json(v: &Value) -> Option<serde_json::Value> {
+    serde_json::to_value(v).ok()
+}
+
+/// The settings of `section` as the files beside `main` have them.
+pub fn view(main: &Path, section: &str) -> Result<Vec<Setting>, SettingsError> {
+    let keys: Vec<&Key> = keys_of(section).collect();
+    if keys.is_empty() {
+        return Err(SettingsError::UnknownSection(section.to_string()));
+    }
+    let merged = merged(main, None)?;
+    Ok(keys
+        .into_iter()
+        .map(|k| {
+            let secret = SECRET_KEYS.contains(&k.path);
+            let found = lookup(&merged, k.path);
+            let default = k.default_value();
+            let value = if secret {
+                None
+            } else {
+                found.cloned().or_else(|| default.clone())
+            };
+            Setting {
+                key: k.name(),
+                type_name: k.kind.type_name(),
+                range: k.kind.range(),
+                value: value.as_ref().and_then(to_json),
+                default: if secret {
+                    None
+                } else {
+                    default.as_ref().and_then(to_json)
+                },
+                set: found.is_some(),
+                secret,
+                class: if k.class == Class::Live {
+                    "live"
+                } else {
+                    "restart"
+                },
+                doc: k.doc,
+            }
+        })
+        .collect())
+}
+
+/// The drop-in the API writes for `section`.
+pub fn dropin_path(main: &Path, section: &str) -> PathBuf {
+    main.parent()
+        .unwrap_or(Path::new("."))
+        .join("conf.d")
+        .join(format!("{API_DROPIN_PREFIX}{section}.toml"))
+}
+
+fn io(e: std::io::Error) -> SettingsError {
+    SettingsError::Io(e)
+}
+
+/// The main file and its drop-ins merged, with `replace` standing in for one drop-in's
+/// content (added when that file does not exist yet).
+fn merged(main: &Path, replace: Option<(&Path, &Table)>) -> Result<Table, SettingsError> {
+    let mut files = vec![main.to_path_buf()];
+    files.extend(super::dropins(main));
+    if let Some((p, _)) = replace {
+        if !files.iter().any(|f| f == p) {
+            files.push(p.to_path_buf());
+            files[1..].sort();
+        }
+    }
+    let mut out = Table::new();
+    for f in &files {
+        let t = match replace {
+            Some((p, t)) if p == f => t.clone(),
+            _ => super::parse_file(f).map_err(|e| {
+                io(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    e.message,
+                ))
+            })?,
+        };
+        super::merge::merge(&mut out, t);
+    }
+    Ok(out)
+}
+
+/// Checks one value against its key's kind and range.
+fn check_value(k: &Key, v: &Value) -> Result<(), String> {
+    let ok = match (k.kind, v) {
+        (Kind::Bool, Value::Boolean(_)) | (Kind::Str, Value::String(_)) => true,
+        (Kind::Int(lo, hi), Value::Integer(n)) => {
+            if *n < lo || *n > hi {
+                return Err(format!("must be between {lo} and {hi}"));
+            }
+            true
+        }
+        (Kind::Choice(c), Value::String(s)) => {
+            if !c.contains(&s.as_str()) {
+                return Err(format!("must be one of {}", c.join(", ")));
+            }
+            true
+        }
+        (Kind::List, Value::Array(a)) => a.iter().all(Value::is_str),
+        (Kind::Command, Value::String(_)) => true,
+        (Kind::Command, Value::Array(a)) => a.iter().all(Value::is_str),
+        (Kind::Ports, Value::Array(a)) => a.iter().all(|p| match p {
+            Value::Integer(n) => (1..=65_535).contains(n),
+            Value::String(s) => s.split_once('-').is_some(),
+            _ => false,
+        }),
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("must be {}", with_article(k.kind.type_name())))
+    }
+}
+
+fn with_article(t: &str) -> String {
+    if t.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        format!("an {t}")
+    } else {
+        format!("a {t}")
+    }
+}
+
+/// Validates `changes` (a flat JSON object of `section`'s keys), then writes them into the
+/// section's API drop-in. Returns the drop-in's path and the changed keys that need a
+/// restart.
+pub fn apply(
+    main: &Path,
+    section: &str,
+    changes: &serde_json::Map<String, serde_json::Value>,
+) -> Result<(PathBuf, Vec<&'static str>), SettingsError> {
+    if keys_of(section).next().is_none() {
+        return Err(SettingsError::UnknownSection(section.to_string()));
+    }
+    let mut errors = Vec::new();
+    let mut values: Vec<(&'static Key, Value)> = Vec::new();
+    if changes.is_empty() {
+        errors.push(FieldError {
+            field: String::new(),
+            message: "no setting to change".into(),
+        });
+    }
+    for (field, json) in changes {
+        let fail = |m: String| FieldError {
+            field: crate::text::for_log(field, 64),
+            message: m,
+        };
+        let Some(k) = keys_of(section).find(|k| k.name() == field) else {
+            errors.push(fail(format!("not a setting of {section}")));
+            continue;
+        };
+        let v = match toml::Value::try_from(json) {
+            Ok(v) => v,
+            Err(_) => {
+                errors.push(fail(
+                    "null is not a value; remove the key from the file instead".into(),
+                ));
+                continue;
+            }
+        };
+        match check_value(k, &v) {
+            Ok(()) => values.push((k, v)),
+            Err(m) => errors.push(fail(m)),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(SettingsError::Invalid(errors));
+    }
+    let path = dropin_path(main, section);
+    let mut dropin = match super::parse_file(&path) {
+        Ok(t) => t,
+        Err(_) if !path.exists() => Table::new(),
+        Err(e) => {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                e.message,
+            )))
+        }
+    };
+    for (k, v) in &values {
+        let mut cur = &mut dropin;
+        for part in k.table().split('.') {
+            let entry = cur
+                .entry(part.to_string())
+                .or_insert_with(|| Value::Table(Table::new()));
+            if !entry.is_table() {
+                *entry = Value::Table(Table::new());
+            }
+            let Value::Table(t) = entry else {
+                unreachable!("made a table above")
+            };
+            cur = t;
+        }
+        cur.insert(k.name().to_string(), v.clone());
+    }
+    // The whole configuration must load with the change.
+    let whole = merged(main, Some((&path, &dropin)))?;
+    if let Err(errs) = super::from_table(&whole, Vec::new()) {
+        let prefix = format!("{section}.");
+        return Err(SettingsError::Invalid(
+            errs.into_iter()
+                .map(|e| FieldError {
+                    field: e.key.strip_prefix(&prefix).unwrap_or(&e.key).to_string(),
+                    message: e.message,
+                })
+                .collect(),
+        ));
+    }
+    let text = toml::to_string(&dropin).map_err(|e| {
+        io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            e.to_string(),
+        ))
+    })?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        // Created when missing; an existing `conf.d` keeps the mode its operator gave it.
+        crate::fsutil::ensure_dir(dir, 0o755).map_err(io)?;
+    }
+    let body =
+        format!("# Written by svc through /api/v1/settings/{section}; edit with care.\n{text}");
+    crate::fsutil::write_atomic(&path, body.as_bytes(), 0o600, None).map_err(io)?;
+    let restart = values
+        .iter()
+        .filter(|(k, _)| k.class != Class::Live)
+        .map(|(k, _)| k.path)
+        .collect();
+    Ok((path, restart))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_and_value_checks() {
+        let s = sections();
+        assert!(
+            s.contains(&"alerts") && s.contains(&"webui.limits"),
+            "{s:?}"
+        );
+        assert!(!s.iter().any(|s| s.contains('[') || s.is_empty()));
+        let k = super::super::keys::find("alerts.max_per_hour").unwrap();
+        assert!(check_value(k, &Value::Integer(77)).is_ok());
+        assert!(check_value(k, &Value::Integer(0))
+            .unwrap_err()
+            .contains("between"));
+        assert!(check_value(k, &Value::String("x".into()))
+            .unwrap_err()
+            .contains("an integer"));
+    }
+}

@@ -1,0 +1,226 @@
+//! The performance fixes (`/api/v1/perf/fix-*`): an emptied `error_log`, `display_errors`
+//! off in a site's ini file, and WordPress's scheduler moved from page loads to the
+//! account's crontab.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::Path;
+
+use super::clean::{clean_file, Place};
+use super::{changed, open_beneath, shown, unchanged_since, FixError, Fixer};
+use crate::checks::perf;
+use crate::findings::Finding;
+use crate::sys::dir::{self, Dir};
+
+/// The line a WordPress fix adds to `wp-config.php`.
+pub const DISABLE_WP_CRON_LINE: &str =
+    "define( 'DISABLE_WP_CRON', true ); // svc: wp-cron.php runs from the account's crontab\n";
+
+fn failed(path: &Path) -> impl Fn(std::io::Error) -> FixError + '_ {
+    move |error| FixError::Failed {
+        path: shown(path),
+        error,
+    }
+}
+
+fn dir_failed(path: &Path) -> impl Fn(dir::Error) -> FixError + '_ {
+    move |e| FixError::Failed {
+        path: shown(path),
+        error: std::io::Error::new(e.kind(), e.to_string()),
+    }
+}
+
+impl Fixer {
+    /// The longest web root holding `path`.
+    fn web_root_of(&self, path: &Path) -> Result<std::path::PathBuf, FixError> {
+        super::longest_root(self.web_roots(), path)
+    }
+
+    /// Empties a huge `error_log`: an empty file with its owner and mode takes its name (a
+    /// writer that still holds the old one loses nothing it has not written).
+    pub(super) fn truncate_error_log(
+        &self,
+        f: &Finding,
+        path: &Path,
+    ) -> Result<super::Fixed, FixError> {
+        let (parent, _file, info) = open_beneath(&self.web_roots(), path)?;
+        unchanged_since(f, path, &info)?;
+        if info.size < perf::HUGE_ERROR_LOG {
+            return Err(changed(path, "no longer huge"));
+        }
+        let name = path.file_name().unwrap_or_default();
+        let tmp = OsString::from(format!(".svc-empty-{}", crate::ids::random_hex(8)));
+        let empty = parent.create_file(&tmp, 0o600).map_err(dir_failed(path))?;
+        let made = dir::set_owner(&empty, info.uid, info.gid)
+            .and_then(|()| dir::set_mode(&empty, info.mode))
+            .and_then(|()| empty.sync_all());
+        if let Err(e) = made.map_err(failed(path)).and_then(|()| {
+            // Still the file that was checked: nothing else is replaced.
+            let now = parent.lstat(name).map_err(dir_failed(path))?;
+            match now {
+                Some(n) if n.dev == info.dev && n.ino == info.ino => Ok(()),
+                _ => Err(changed(path, "replaced while being emptied")),
+            }
+        }) {
+            let _ = parent.unlink(&tmp);
+            return Err(e);
+        }
+        if let Err(e) = parent.rename_replace(&tmp, &parent, name) {
+            let _ = parent.unlink(&tmp);
+            return Err(dir_failed(path)(e));
+        }
+        let _ = parent.sync();
+        Ok(super::Fixed {
+            action: super::FixAction::TruncateErrorLog,
+            path: shown(path),
+            previous_mode: None,
+            quarantine_id: None,
+            removed_lines: Vec::new(),
+        })
+    }
+
+    /// Sets `display_errors = Off` on the lines that turn it on (the file is kept first as
+    /// a pre-clean backup).
+    pub(super) fn display_errors_off(
+        &self,
+        f: &Finding,
+        path: &Path,
+    ) -> Result<super::Fixed, FixError> {
+        let root = self.web_root_of(path)?;
+        self.clean(f, path, &root, |bytes| {
+            let text = String::from_utf8_lossy(bytes);
+            let lines = perf::display_errors_lines(&text);
+            let mut out = String::with_capacity(text.len());
+            for (i, l) in text.split_inclusive('\n').enumerate() {
+                if lines.contains(&(i + 1)) {
+                    out.push_str("display_errors = Off");
+                    if l.ends_with('\n') {
+                        out.push('\n');
+                    }
+                } else {
+                    out.push_str(l);
+                }
+            }
+            (out.into_bytes(), lines)
+        })
+    }
+
+    /// Defines `DISABLE_WP_CRON` in `wp-config.php` (kept first as a pre-clean backup) and
+    /// adds a line running the site's `wp-cron.php` every 15 minutes to the owner's crontab
+    /// (created with mode 0600 when the account has none).
+    pub(super) fn cms_cron(&self, f: &Finding, path: &Path) -> Result<super::Fixed, FixError> {
+        let root = self.web_root_of(path)?;
+        let (_, _, info) = open_beneath(std::slice::from_ref(&root), path)?;
+        let account = f.account.clone().ok_or_else(|| FixError::BadPath {
+            path: shown(path),
+            why: "the site's owner has no user name for a crontab",
+        })?;
+        if account.is_empty() || account.contains(['/', '\0']) || account.starts_with('.') {
+            return Err(FixError::BadPath {
+                path: shown(path),
+                why: "the site's owner name cannot name a crontab",
+            });
+        }
+        let spool = self
+            .ctx
+            .user_crontab_dirs
+            .iter()
+            .find(|d| Dir::walk_trusted(d).is_ok())
+            .cloned()
+            .ok_or_else(|| FixError::BadPath {
+                path: shown(path),
+                why: "no user crontab directory on this host",
+            })?;
+        let mut fixed = self.clean(f, path, &root, |bytes| {
+            let text = String::from_utf8_lossy(bytes);
+            if perf::defines_disable_wp_cron(&text) {
+                return (bytes.to_vec(), Vec::new());
+            }
+            // Before the "stop editing" comment or the settings include, else at the end.
+            let at = text
+                .lines()
+                .position(|l| l.contains("stop editing") || l.contains("wp-settings.php"));
+            let mut out = String::with_capacity(text.len() + DISABLE_WP_CRON_LINE.len());
+            let mut added = 0;
+            for (i, l) in text.split_inclusive('\n').enumerate() {
+                if Some(i) == at {
+                    out.push_str(DISABLE_WP_CRON_LINE);
+                    added = i + 1;
+                }
+                out.push_str(l);
+            }
+            if at.is_none() {
+                if !out.ends_with('\n') {
+                    out.push('\n');
+                }
+                out.push_str(DISABLE_WP_CRON_LINE);
+                added = text.lines().count() + 1;
+            }
+            (out.into_bytes(), vec![added])
+        })?;
+        let site = path.parent().unwrap_or(Path::new("/"));
+        let line = format!(
+            "*/15 * * * * cd '{}' && php -q wp-cron.php >/dev/null 2>&1\n",
+            site.display().to_string().replace('\'', "'\\''")
+        );
+        self.add_cron_line(f, &spool, &account, (info.uid, info.gid), &line)?;
+        fixed.action = super::FixAction::DisableCmsCron;
+        Ok(fixed)
+    }
+
+    /// Appends `line` to the account's crontab in `spool` unless it is there; a new crontab
+    /// gets the owner `owner` and mode 0600.
+    fn add_cron_line(
+        &self,
+        f: &Finding,
+        spool: &Path,
+        account: &str,
+        owner: (u32, u32),
+        line: &str,
+    ) -> Result<(), FixError> {
+        let tab = spool.join(account);
+        let dir = Dir::walk_trusted(spool).map_err(dir_failed(&tab))?;
+        match dir.lstat(account.as_ref()).map_err(dir_failed(&tab))? {
+            None => {
+                let mut file = dir
+                    .create_file(account.as_ref(), 0o600)
+                    .map_err(dir_failed(&tab))?;
+                file.write_all(line.as_bytes())
+                    .and_then(|()| dir::set_owner(&file, owner.0, owner.1))
+                    .and_then(|()| dir::set_mode(&file, 0o600))
+                    .and_then(|()| file.sync_all())
+                    .map_err(failed(&tab))?;
+                let _ = dir.sync();
+                Ok(())
+            }
+            Some(_) => {
+                let q = (self.quarantine)().ok_or(FixError::Unavailable)?;
+                let at = Place {
+                    store: &self.store,
+                    clock: &self.clock,
+                    quarantine_dir: q.quarantine.dir(),
+                    root: spool,
+                };
+                // The crontab is not the finding's file: it only must not be newer than now.
+                let mut probe = f.clone();
+                probe.last_seen = self.clock.now();
+                match clean_file(&at, &probe, &tab, |bytes| {
+                    if String::from_utf8_lossy(bytes).contains(line.trim_end()) {
+                        return (bytes.to_vec(), Vec::new());
+                    }
+                    let mut out = bytes.to_vec();
+                    if !out.is_empty() && !out.ends_with(b"\n") {
+                        out.push(b'\n');
+                    }
+                    out.extend_from_slice(line.as_bytes());
+                    (out, vec![bytes.split(|b| *b == b'\n').count()])
+                }) {
+                    Ok(_) => Ok(()),
+                    // Already there.
+                    Err(FixError::Changed { .. }) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+        }
+    }
+}
