@@ -44,14 +44,10 @@ fn site_dirs(ctx: &CheckContext) -> Vec<PathBuf> {
     out
 }
 
-fn with_owner(f: Finding, owners: &mut OwnerCache, path: &Path) -> Finding {
-    let owner = std::fs::symlink_metadata(path)
+fn owner_of(owners: &mut OwnerCache, path: &Path) -> Option<String> {
+    std::fs::symlink_metadata(path)
         .ok()
-        .and_then(|m| owners.name(m.uid()));
-    match owner {
-        Some(o) => f.with_account(o),
-        None => f,
-    }
+        .and_then(|m| owners.name(m.uid()))
 }
 
 /// `perf_error_log`.
@@ -68,17 +64,14 @@ pub fn huge_error_logs(ctx: &CheckContext) -> Vec<Finding> {
                 return;
             }
             let shown = display_path(path);
-            let mut f = sink
+            let f = sink
                 .finding(Severity::Warning, format!("huge error_log {shown}"))
                 .with_details(format!(
                     "{} MiB; truncate it and fix what logs on every request",
                     meta.len() / (1024 * 1024)
                 ))
                 .with_path(shown);
-            if let Some(o) = owners.name(meta.uid()) {
-                f = f.with_account(o);
-            }
-            sink.push(f);
+            sink.push_owned(f, owners.name(meta.uid()));
         });
     }
     sink.finish(Some(&walker))
@@ -136,7 +129,7 @@ pub fn site_display_errors(ctx: &CheckContext) -> Vec<Finding> {
                         .join(", ")
                 ))
                 .with_path(shown);
-            sink.push(with_owner(f, &mut owners, &path));
+            sink.push_owned(f, owner_of(&mut owners, &path));
         }
     }
     sink.finish(None)
@@ -172,7 +165,7 @@ pub fn cms_cron(ctx: &CheckContext) -> Vec<Finding> {
                 "DISABLE_WP_CRON is not set: wp-cron.php runs inside visitors' requests; a system cron is steadier",
             )
             .with_path(shown);
-        sink.push(with_owner(f, &mut owners, &path));
+        sink.push_owned(f, owner_of(&mut owners, &path));
     }
     sink.finish(None)
 }

@@ -61,14 +61,11 @@ pub fn phishing_pages(ctx: &CheckContext) -> Vec<Finding> {
                 return;
             }
             let shown = display_path(path);
-            let mut f = sink
+            let f = sink
                 .finding(Severity::High, format!("phishing page {shown}"))
                 .with_details(format!("signatures: {}", rules.join(", ")))
                 .with_path(path.to_string_lossy().into_owned());
-            if let Some(o) = owners.name(meta.uid()) {
-                f = f.with_account(o);
-            }
-            sink.push(f);
+            sink.push_owned(f, owners.name(meta.uid()));
         });
     }
     sink.finish(Some(&walker))

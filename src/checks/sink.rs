@@ -41,6 +41,14 @@ impl<'a> Sink<'a> {
         Finding::new(self.check, severity, message, self.now)
     }
 
+    /// Pushes `f` with `owner` (a file owner's user name, when known) as its account.
+    pub fn push_owned(&mut self, f: Finding, owner: Option<String>) {
+        match owner {
+            Some(o) => self.push(f.with_account(o)),
+            None => self.push(f),
+        }
+    }
+
     pub fn push(&mut self, f: Finding) {
         if self.out.len() < self.ctx.limits.max_findings_per_check {
             self.out.push(f);

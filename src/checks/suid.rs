@@ -45,7 +45,7 @@ pub fn suid_unexpected(ctx: &CheckContext) -> Vec<Finding> {
             };
             let owner = owners.name(meta.uid());
             let shown = display_path(path);
-            let mut f = sink
+            let f = sink
                 .finding(Severity::High, format!("unexpected {kind} file {shown}"))
                 .with_details(format!(
                     "mode {:04o}, owner uid {}{}, gid {}, {} bytes; {kind} files outside system directories are a common privilege-escalation backdoor",
@@ -56,10 +56,7 @@ pub fn suid_unexpected(ctx: &CheckContext) -> Vec<Finding> {
                     meta.len()
                 ))
                 .with_path(shown);
-            if let Some(o) = owner {
-                f = f.with_account(o);
-            }
-            sink.push(f);
+            sink.push_owned(f, owner);
         });
     }
     sink.finish(Some(&walker))

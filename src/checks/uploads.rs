@@ -67,7 +67,7 @@ pub fn executables(ctx: &CheckContext) -> Vec<Finding> {
                 return;
             };
             let shown = display_path(path);
-            let mut f = sink
+            let f = sink
                 .finding(
                     Severity::High,
                     format!("executable in an upload or config directory: {shown}"),
@@ -78,10 +78,7 @@ pub fn executables(ctx: &CheckContext) -> Vec<Finding> {
                     meta.mode() & 0o7777
                 ))
                 .with_path(path.to_string_lossy().into_owned());
-            if let Some(o) = owners.name(meta.uid()) {
-                f = f.with_account(o);
-            }
-            sink.push(f);
+            sink.push_owned(f, owners.name(meta.uid()));
         });
     }
     sink.finish(Some(&walker))

@@ -81,7 +81,7 @@ pub fn world_writable_php(ctx: &CheckContext) -> Vec<Finding> {
                 why.push("its directory is world-writable without the sticky bit");
             }
             let shown = display_path(path);
-            let mut f = sink
+            let f = sink
                 .finding(severity, format!("world-writable PHP file {shown}"))
                 .with_details(format!(
                     "mode {:04o}, owner uid {}{}{}; any local user can change code the web server runs",
@@ -95,10 +95,7 @@ pub fn world_writable_php(ctx: &CheckContext) -> Vec<Finding> {
                     }
                 ))
                 .with_path(shown);
-            if let Some(o) = owner {
-                f = f.with_account(o);
-            }
-            sink.push(f);
+            sink.push_owned(f, owner);
         });
     }
     sink.finish(Some(&walker))
