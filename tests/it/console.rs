@@ -625,7 +625,10 @@ fn remediation(b: &mut Browser, s: &str, d: &Daemon, fixture: &Path) {
         |v| v.as_str().is_some_and(|t| !t.is_empty()),
     );
     let text = drawer.as_str().unwrap_or_default();
-    assert!(text.contains(&id) && text.contains("Fix:"), "{text}");
+    let seen = b
+        .eval(s, "document.getElementById('drawer').innerText")
+        .unwrap();
+    assert!(text.contains(&id) && text.contains("Fix:"), "{seen}");
     click_twice(b, s, "#drawer button[data-act=fix]");
     wait_until(30, "open.php at 0644", || {
         let mode = std::fs::metadata(&open_php).unwrap().permissions().mode() & 0o7777;

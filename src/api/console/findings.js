@@ -13,7 +13,8 @@ async function open(f) {
   const blockIp = typeof f.block_ip === 'string' ? f.block_ip : null;
   const close = h('button', { type: 'button' }, 'Close');
   close.addEventListener('click', () => { drawer.hidden = true; });
-  drawer.replaceChildren(
+  // Arrays among the parts are flattened: replaceChildren would print them as text.
+  drawer.replaceChildren(...[
     h('div', { class: 'row' }, h('h2', {}, f.check), sev(f.severity), close),
     kv([
       ['Id', h('code', {}, f.id)], ['Message', d.message], ['Details', h('pre', {}, d.details || '')],
@@ -42,7 +43,7 @@ async function open(f) {
       toast(`Suppression ${r.id} created; ${r.removed_active} active finding(s) removed`);
       load();
     })] : null,
-  );
+  ].flat(Infinity).filter(Boolean));
   drawer.focus();
 }
 
