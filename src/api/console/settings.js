@@ -1,10 +1,11 @@
 // svc console: settings (admin): a form per section with values, defaults and their class
 // (live: a reload applies it; restart: the daemon must restart); a save posts the changed
 // keys as a flat object, refusals show beside their fields.
-import { api, post, h, mount, section, errorText, toast, query, muted } from './lib.js';
+import { api, post, h, mount, errorText, toast, query, muted } from './lib.js';
 
 const nav = h('nav', { class: 'filters', 'aria-label': 'Sections' });
 const box = h('div', {}, h('p', { class: 'loading' }, 'Loading…'));
+const title = h('h2', {}, 'Settings');
 
 /** The typed value of a field, or undefined when it is unchanged. */
 function valueOf(item, input) {
@@ -33,6 +34,8 @@ async function restartDaemon(b) {
 let current = '';
 async function show(name) {
   current = name;
+  title.textContent = name;
+  nav.querySelectorAll('a').forEach((a) => { if (a.dataset.section === name) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current'); });
   box.replaceChildren(h('p', { class: 'loading' }, 'Loading…'));
   let r;
   try { r = await api('settings/' + encodeURIComponent(name)); } catch (e) { box.replaceChildren(errorText(e)); return; }
@@ -82,7 +85,7 @@ async function show(name) {
 }
 
 async function start() {
-  mount(nav, section('Settings', box));
+  mount(nav, h('section', {}, title, box));
   try {
     const r = await api('settings');
     nav.replaceChildren(...(r.sections || []).map((s) => {
