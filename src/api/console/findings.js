@@ -115,7 +115,7 @@ async function load() {
   try {
     const r = await api('findings/enriched' + qs({ limit: 500, offset: query.get('offset') || '' }));
     const items = (r.items || []).filter((f) => (!want.severity || f.severity === want.severity) && (!want.check || f.check === want.check)
-      && (!want.q || [f.message, f.details, f.path, f.ip, f.account].some((x) => String(x || '').toLowerCase().includes(want.q))));
+      && (!want.q || [f.id, f.message, f.details, f.path, f.ip, f.account].some((x) => String(x || '').toLowerCase().includes(want.q))));
     const sc = r.severity_counts || {};
     // The check names of the active set, offered as suggestions for the check filter.
     const names = h('datalist', { id: 'check-names' }, Object.keys(r.check_types || {}).map((c) => h('option', { value: c })));
@@ -129,6 +129,7 @@ async function load() {
         { label: 'Severity', get: (f) => sev(f.severity) }, { label: 'Check', get: (f) => f.check },
         { label: 'Message', wide: true, get: (f) => f.message }, { label: 'Account', get: (f) => f.account || '' },
         { label: 'Last seen', get: (f) => time(f.last_seen) }, { label: 'Count', get: (f) => num(f.count) },
+        { label: 'Id', get: (f) => h('code', {}, f.id || '') },
       ].filter(Boolean), items, {
         empty: 'No active finding matches.',
         rowAttrs: (f) => ({ class: 'pick', tabindex: 0, onclick: () => open(f), onkeydown: (ev) => { if (ev.key === 'Enter') open(f); } }),
