@@ -574,6 +574,12 @@ fn finding_id(d: &Daemon, check: &str, name: &str) -> Option<String> {
         .map(|f| f["id"].as_str().unwrap().to_string())
 }
 
+/// The text `expr` evaluates to, once `want` holds (or the last one at the timeout).
+fn text_until(b: &mut Browser, s: &str, expr: &str, want: impl Fn(&str) -> bool) -> String {
+    let v = b.eval_until(s, expr, |v| v.as_str().is_some_and(&want));
+    v.as_str().unwrap_or_default().to_string()
+}
+
 /// Clicks the element `selector` twice (an armed action runs on the second press).
 fn click_twice(b: &mut Browser, s: &str, selector: &str) {
     let js = format!(
@@ -602,14 +608,13 @@ fn remediation(b: &mut Browser, s: &str, d: &Daemon, fixture: &Path) {
         let jobs = d.get("/api/v1/scan-jobs", READ).expect(200).json();
         (jobs["items"][0]["kind"] == "deep" && jobs["items"][0]["state"] == "done").then_some(())
     });
-    let shown = b.eval_until(s, "document.getElementById('jobs')?.innerText ?? ''", |v| {
-        v.as_str()
-            .is_some_and(|t| t.contains("deep") && t.contains("done"))
-    });
-    assert!(
-        shown.as_str().unwrap_or_default().contains("done"),
-        "{shown}"
+    let shown = text_until(
+        b,
+        s,
+        "document.getElementById('jobs')?.innerText ?? ''",
+        |t| t.contains("deep") && t.contains("done"),
     );
+    assert!(shown.contains("done"), "{shown}");
     let id = wait_until(30, "the world_writable_php finding", || {
         finding_id(d, "world_writable_php", "open.php")
     });
@@ -619,12 +624,12 @@ fn remediation(b: &mut Browser, s: &str, d: &Daemon, fixture: &Path) {
     settle(b, s, "/findings");
     let open = "[...document.querySelectorAll('tr.pick')].find((r) => r.innerText.includes('open.php')).click(); 'clicked'";
     assert_eq!(b.eval(s, open).unwrap(), "clicked");
-    let drawer = b.eval_until(
+    let text = text_until(
+        b,
         s,
         "(() => { const d = document.getElementById('drawer'); return d.querySelector('button[data-act=fix]') ? d.innerText : ''; })()",
-        |v| v.as_str().is_some_and(|t| !t.is_empty()),
+        |t| !t.is_empty(),
     );
-    let text = drawer.as_str().unwrap_or_default();
     let seen = b
         .eval(s, "document.getElementById('drawer').innerText")
         .unwrap();
@@ -634,10 +639,11 @@ fn remediation(b: &mut Browser, s: &str, d: &Daemon, fixture: &Path) {
         let mode = std::fs::metadata(&open_php).unwrap().permissions().mode() & 0o7777;
         (mode == 0o644).then_some(())
     });
-    let result = b.eval_until(
+    let result = text_until(
+        b,
         s,
         "document.getElementById('fix-result')?.textContent ?? ''",
-        |v| v.as_str().is_some_and(|t| t.starts_with("Fixed")),
+        |t| t.starts_with("Fixed"),
     );
     eprintln!("console: fix from the drawer: {result}; open.php now 0644");
 
@@ -647,12 +653,7 @@ fn remediation(b: &mut Browser, s: &str, d: &Daemon, fixture: &Path) {
         json!(XSS_FILE)
     );
     assert_eq!(b.eval(s, &row).unwrap(), "clicked");
-    let dismissed = b.eval_until(
-        s,
-        "(() => { const d = document.getElementById('drawer'); return d.querySelector('button[data-act=dismiss]') ? d.querySelector('code').textContent : ''; })()",
-        |v| v.as_str().is_some_and(|t| t.len() == 16),
-    );
-    let dismissed = dismissed.as_str().unwrap().to_string();
+    let dismissed = text_until(b, s, "(() => { const d = document.getElementById('drawer'); return d.querySelector('button[data-act=dismiss]') ? d.querySelector('code').textContent : ''; })()", |t| t.len() == 16);
     click_twice(b, s, "#drawer button[data-act=dismiss]");
     wait_until(30, "the finding dismissed", || {
         let all = d
@@ -702,28 +703,24 @@ fn remediation(b: &mut Browser, s: &str, d: &Daemon, fixture: &Path) {
         .as_str()
         .map(str::to_string)
         .unwrap_or_else(|| entry.to_string());
-    b.eval_until(
+    text_until(
+        b,
         s,
         "document.getElementById('picked')?.innerText ?? ''",
-        |v| v.as_str().is_some_and(|t| t.contains("1 fixed")),
+        |t| t.contains("1 fixed"),
     );
     b.goto(s, &format!("https://{}/quarantine", d.addr), "/quarantine");
     settle(b, s, "/quarantine");
     let show =
         format!("document.querySelector('button[data-preview=\"{entry}\"]').click(); 'clicked'");
     assert_eq!(b.eval(s, &show).unwrap(), "clicked");
-    let preview = b.eval_until(
+    let preview = text_until(
+        b,
         s,
         "document.getElementById('preview-text')?.textContent ?? ''",
-        |v| {
-            v.as_str()
-                .is_some_and(|t| t.contains("<script>alert(3)</script>"))
-        },
+        |t| t.contains("<script>alert(3)</script>"),
     );
-    assert!(
-        preview.as_str().unwrap_or_default().contains("<script>"),
-        "{preview}"
-    );
+    assert!(preview.contains("<script>"), "{preview}");
     assert_eq!(
         b.eval(s, "document.querySelectorAll('#app script').length")
             .unwrap(),
@@ -757,16 +754,18 @@ fn remediation(b: &mut Browser, s: &str, d: &Daemon, fixture: &Path) {
             .any(|i| i["key"] == "max_per_hour" && i["value"] == 77)
             .then_some(())
     });
-    b.eval_until(
+    text_until(
+        b,
         s,
         "document.getElementById('settings-status')?.innerText ?? ''",
-        |v| v.as_str().is_some_and(|t| t.starts_with("Saved")),
+        |t| t.starts_with("Saved"),
     );
     assert_eq!(b.eval(s, &set("many")).unwrap(), "sent");
-    let refused = b.eval_until(
+    let refused = text_until(
+        b,
         s,
         "document.querySelector('[data-field=max_per_hour] .field-error')?.textContent ?? ''",
-        |v| v.as_str().is_some_and(|t| !t.is_empty()),
+        |t| !t.is_empty(),
     );
     eprintln!(
         "console: settings saved max_per_hour = 77; \"many\" refused beside the field: {refused}"
