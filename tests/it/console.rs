@@ -727,6 +727,27 @@ fn remediation(b: &mut Browser, s: &str, d: &Daemon, fixture: &Path) {
         0
     );
 
+    // A saved view of /findings (prefs/views): the filters under a name, offered as a link.
+    b.goto(
+        s,
+        &format!("https://{}/findings?severity=CRITICAL", d.addr),
+        "/findings",
+    );
+    settle(b, s, "/findings");
+    let save = "(() => { const f = document.querySelector('#views form'); f.querySelector('input[name=name]').value = 'critical only'; f.requestSubmit(); return 'sent'; })()";
+    assert_eq!(b.eval(s, save).unwrap(), "sent");
+    wait_until(30, "the saved view", || {
+        let v = d.get("/api/v1/prefs/views", ADMIN).expect(200).json();
+        (v["findings"]["critical only"] == "?severity=CRITICAL").then_some(())
+    });
+    let link = text_until(
+        b,
+        s,
+        "[...document.querySelectorAll('#views a')].map((a) => a.textContent + ' ' + a.getAttribute('href')).join()",
+        |t| !t.is_empty(),
+    );
+    assert_eq!(link, "critical only /findings?severity=CRITICAL");
+
     // Settings: alerts.max_per_hour saved as 77; a refused value shown beside its field.
     b.goto(
         s,

@@ -103,6 +103,23 @@ async function loadJobs() {
   if (busy) polling = setTimeout(load, 3000); // load() reads the jobs again
 }
 
+// Saved views (prefs/views, per credential): `{findings: {NAME: query string}}`.
+const views = h('div', { class: 'row', id: 'views' });
+async function loadViews() {
+  let all = {};
+  try { all = await api('prefs/views'); } catch { return; }
+  const mine = (all && typeof all.findings === 'object' && all.findings) || {};
+  views.replaceChildren(h('span', { class: 'muted' }, 'Saved views:'),
+    ...Object.entries(mine).filter(([, q]) => typeof q === 'string').map(([name, q]) => h('a', { href: '/findings' + (q.startsWith('?') ? q : '') }, name)),
+    changeForm([{ name: 'name', label: 'Save these filters as', required: true, size: 14 }], 'Save view', async (v) => {
+      const fresh = await api('prefs/views');
+      const next = { ...fresh, findings: { ...(fresh.findings || {}), [v.name]: location.search } };
+      await post('prefs/views', next);
+      toast(`View ${v.name} saved`);
+      loadViews();
+    }));
+}
+
 async function load() {
   const list = h('div', {}, h('p', { class: 'loading' }, 'Loading…'));
   mount(
@@ -110,7 +127,7 @@ async function load() {
       { name: 'severity', label: 'Severity', options: [['', 'any'], ['CRITICAL', 'critical'], ['HIGH', 'high'], ['WARNING', 'warning']] },
       { name: 'check', label: 'Check', size: 14 }, { name: 'q', label: 'Text', size: 18 },
     ]),
-    jobs, drawer, section('Active findings', list));
+    views, jobs, drawer, section('Active findings', list));
   loadJobs();
   try {
     const r = await api('findings/enriched' + qs({ limit: 500, offset: query.get('offset') || '' }));
@@ -138,3 +155,4 @@ async function load() {
   } catch (e) { list.replaceChildren(errorText(e)); }
 }
 load();
+loadViews();
