@@ -9,8 +9,12 @@
 //! nftables and its undo removes it, and a tentative firewall change from `/firewall` shows
 //! its countdown and reverts (inside the network namespaces of tests/it/firewall.rs);
 //! `/sessions` revokes another session; `/history` keeps its filters in the URL and the CSV
-//! link; a read-scope caller sees no write control and a forged write is refused; and the
-//! dashboard's first render with 100,000 history rows is measured (printed, not asserted).
+//! link; a read-scope caller sees no write control and a forged write is refused; the
+//! remediation actions (issue 27's routes): a deep scan started from /findings, a
+//! world-writable PHP file fixed from the drawer, a dismiss, a webshell fixed through the
+//! selection and previewed in /quarantine as text, a saved view, and /settings saving a key
+//! and showing a refused value beside its field; and the dashboard's first render with
+//! 100,000 history rows is measured (printed, not asserted).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
