@@ -792,6 +792,27 @@ fn remediation(b: &mut Browser, s: &str, d: &Daemon, fixture: &Path) {
         "document.querySelector('[data-field=max_per_hour] .field-error')?.textContent ?? ''",
         |t| !t.is_empty(),
     );
+    // A restart-class key: the save offers "Restart daemon" (not pressed: the daemon
+    // would come back on another port in this test).
+    b.goto(
+        s,
+        &format!("https://{}/settings?section=webui.limits", d.addr),
+        "/settings",
+    );
+    b.eval_until(
+        s,
+        "!!document.querySelector('form.settings input[name=handshake_timeout_seconds]')",
+        |v| v == true,
+    );
+    let restart_key = "(() => { const f = document.querySelector('form.settings'); f.querySelector('input[name=handshake_timeout_seconds]').value = '12'; f.requestSubmit(); return 'sent'; })()";
+    assert_eq!(b.eval(s, restart_key).unwrap(), "sent");
+    let offered = text_until(
+        b,
+        s,
+        "document.querySelector('#settings-status button[data-act=restart]')?.textContent ?? ''",
+        |t| !t.is_empty(),
+    );
+    assert_eq!(offered, "Restart daemon");
     eprintln!(
         "console: settings saved max_per_hour = 77; \"many\" refused beside the field: {refused}"
     );

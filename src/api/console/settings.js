@@ -31,6 +31,8 @@ async function restartDaemon(b) {
   toast('The daemon did not come back within two minutes', null, true);
 }
 
+const restartButton = () => h('button', { type: 'button', class: 'write danger', 'data-act': 'restart', onclick: (e) => { e.target.disabled = true; restartDaemon(e.target).catch((x) => toast(x.message, null, true)).finally(() => { e.target.disabled = false; }); } }, 'Restart daemon');
+
 let current = '';
 async function show(name) {
   current = name;
@@ -70,7 +72,7 @@ async function show(name) {
       const res = await post('settings/' + encodeURIComponent(name), changes);
       const restart = res.restart_required || [];
       status.replaceChildren(h('p', {}, `Saved ${Object.keys(changes).join(', ')}; ${res.applied ? 'applied' : 'not applied by the reload'}.`),
-        restart.length ? h('p', {}, `A restart applies: ${restart.join(', ')} `, h('button', { type: 'button', class: 'write danger', 'data-act': 'restart', onclick: (e) => restartDaemon(e.target) }, 'Restart daemon')) : null);
+        restart.length ? h('p', {}, `A restart applies: ${restart.join(', ')} `, restartButton()) : null);
       for (const [k, v] of Object.entries(changes)) { const i = form.elements.namedItem(k); if (i) i.dataset.orig = shownValue(v); }
     } catch (e) {
       const errs = (e.body && e.body.errors) || [];
@@ -93,7 +95,7 @@ async function start() {
       a.addEventListener('click', (ev) => { ev.preventDefault(); history.replaceState(null, '', a.href); show(s); });
       return a;
     }));
-    if ((r.restart_required || []).length) nav.append(h('p', { class: 'muted' }, 'Waiting for a restart: ' + r.restart_required.join(', ')));
+    if ((r.restart_required || []).length) nav.append(h('p', { class: 'muted' }, 'Waiting for a restart: ' + r.restart_required.join(', ') + ' ', restartButton()));
     const s = query.get('section');
     await show(s && r.sections.includes(s) ? s : r.sections[0]);
   } catch (e) { box.replaceChildren(errorText(e)); }
