@@ -342,7 +342,12 @@ fn the_console_works_in_headless_chromium() {
         written_shots[9].display()
     );
 
+    let remedied = Instant::now();
     remediation(&mut b, &s, &d, &fixture);
+    eprintln!(
+        "console: remediation steps took {} ms",
+        remedied.elapsed().as_millis()
+    );
 
     // Filters live in the URL: /history keeps them in its form and its CSV link.
     let url = format!(
@@ -584,6 +589,23 @@ fn text_until(b: &mut Browser, s: &str, expr: &str, want: impl Fn(&str) -> bool)
     v.as_str().unwrap_or_default().to_string()
 }
 
+/// Opens /settings at `section` and waits for the input of `key`.
+fn open_settings(b: &mut Browser, s: &str, d: &Daemon, section: &str, key: &str) {
+    let url = format!("https://{}/settings?section={section}", d.addr);
+    b.goto(s, &url, "/settings");
+    let input = format!("!!document.querySelector('form.settings input[name={key}]')");
+    b.eval_until(s, &input, |v| v == true);
+}
+
+/// Types `value` into the settings input of `key` and submits its form.
+fn submit_setting(b: &mut Browser, s: &str, key: &str, value: &str) {
+    let js = format!(
+        "(() => {{ const f = document.querySelector('form.settings'); f.querySelector('input[name={key}]').value = {}; f.requestSubmit(); return 'sent'; }})()",
+        json!(value)
+    );
+    assert_eq!(b.eval(s, &js).unwrap(), "sent", "{key}");
+}
+
 /// Clicks the element `selector` twice (an armed action runs on the second press).
 fn click_twice(b: &mut Browser, s: &str, selector: &str) {
     let js = format!(
@@ -753,23 +775,8 @@ fn remediation(b: &mut Browser, s: &str, d: &Daemon, fixture: &Path) {
     assert_eq!(link, "critical only /findings?severity=CRITICAL");
 
     // Settings: alerts.max_per_hour saved as 77; a refused value shown beside its field.
-    b.goto(
-        s,
-        &format!("https://{}/settings?section=alerts", d.addr),
-        "/settings",
-    );
-    b.eval_until(
-        s,
-        "!!document.querySelector('form.settings input[name=max_per_hour]')",
-        |v| v == true,
-    );
-    let set = |v: &str| {
-        format!(
-            "(() => {{ const f = document.querySelector('form.settings'); f.querySelector('input[name=max_per_hour]').value = {}; f.requestSubmit(); return 'sent'; }})()",
-            json!(v)
-        )
-    };
-    assert_eq!(b.eval(s, &set("77")).unwrap(), "sent");
+    open_settings(b, s, d, "alerts", "max_per_hour");
+    submit_setting(b, s, "max_per_hour", "77");
     wait_until(30, "max_per_hour 77", || {
         let v = d.get("/api/v1/settings/alerts", ADMIN).expect(200).json();
         v["items"]
@@ -785,7 +792,7 @@ fn remediation(b: &mut Browser, s: &str, d: &Daemon, fixture: &Path) {
         "document.getElementById('settings-status')?.innerText ?? ''",
         |t| t.starts_with("Saved"),
     );
-    assert_eq!(b.eval(s, &set("many")).unwrap(), "sent");
+    submit_setting(b, s, "max_per_hour", "many");
     let refused = text_until(
         b,
         s,
@@ -794,18 +801,8 @@ fn remediation(b: &mut Browser, s: &str, d: &Daemon, fixture: &Path) {
     );
     // A restart-class key: the save offers "Restart daemon" (not pressed: the daemon
     // would come back on another port in this test).
-    b.goto(
-        s,
-        &format!("https://{}/settings?section=webui.limits", d.addr),
-        "/settings",
-    );
-    b.eval_until(
-        s,
-        "!!document.querySelector('form.settings input[name=handshake_timeout_seconds]')",
-        |v| v == true,
-    );
-    let restart_key = "(() => { const f = document.querySelector('form.settings'); f.querySelector('input[name=handshake_timeout_seconds]').value = '12'; f.requestSubmit(); return 'sent'; })()";
-    assert_eq!(b.eval(s, restart_key).unwrap(), "sent");
+    open_settings(b, s, d, "webui.limits", "handshake_timeout_seconds");
+    submit_setting(b, s, "handshake_timeout_seconds", "12");
     let offered = text_until(
         b,
         s,
