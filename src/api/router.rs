@@ -470,6 +470,7 @@ pub static ROUTES: &[Route] = &[
     get!("/quarantine", Access::Page, console::page),
     get!("/sessions", Access::Page, console::page),
     get!("/audit", Access::Page, console::page),
+    get!("/settings", Access::Page, console::page),
     get!("/assets/*", Access::Public, console::asset),
 ];
 

@@ -181,7 +181,6 @@ fn release_startup_code() {
     }
 }
 
-/// Waits for SIGTERM or SIGINT; SIGHUP reloads the configuration and waits again.
 /// Set by `POST /api/v1/settings/restart`: once `run` has shut down, the daemon command
 /// executes the binary again ([`reexec`]).
 static RESTART: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -213,6 +212,7 @@ pub fn reexec() -> std::io::Error {
         .exec()
 }
 
+/// Waits for SIGTERM or SIGINT; SIGHUP reloads the configuration and waits again.
 fn wait_for_stop(
     signals: &SigSet,
     reloader: &reload::Reloader,

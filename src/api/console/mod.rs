@@ -51,6 +51,7 @@ pub const PAGES: &[Page] = &[
     entry("/quarantine", "Quarantine", "quarantine.js", true),
     entry("/sessions", "Sessions", "sessions.js", true),
     entry("/audit", "Audit", "audit.js", true),
+    entry("/settings", "Settings", "settings.js", true),
 ];
 
 const fn entry(
@@ -104,6 +105,7 @@ pub const ASSETS: &[Asset] = &[
     asset!("quarantine.js", JS),
     asset!("sessions.js", JS),
     asset!("audit.js", JS),
+    asset!("settings.js", JS),
 ];
 
 fn with_headers(r: Response) -> Response {
