@@ -49,10 +49,14 @@ struct H<'a> {
 }
 
 fn add(c: &Connection, h: H<'_>) -> i64 {
-    // One write transaction for the row and its count, as the store's writer does: in
+    // One write transaction for the row and its count (unless the caller holds one), as the
+    // store's writer does: in
     // autocommit mode each statement of derive_pending commits alone, and a derive by the
     // daemon between them counted the row twice (total above the rows listed, under load).
-    c.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let own = c.is_autocommit();
+    if own {
+        c.execute_batch("BEGIN IMMEDIATE").unwrap();
+    }
     c.execute(
         "INSERT INTO history(at, check_name, severity, message, details, account, ip, path) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
         params![
@@ -70,7 +74,9 @@ fn add(c: &Connection, h: H<'_>) -> i64 {
     let id = c.last_insert_rowid();
     // Count the row as the store's writer does for its own rows.
     svc::store::history::derive_pending(c).unwrap();
-    c.execute_batch("COMMIT").unwrap();
+    if own {
+        c.execute_batch("COMMIT").unwrap();
+    }
     id
 }
 
