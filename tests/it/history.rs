@@ -49,10 +49,10 @@ struct H<'a> {
 }
 
 fn add(c: &Connection, h: H<'_>) -> i64 {
-    // One write transaction for the row and its count (unless the caller holds one), as the
-    // store's writer does: in
-    // autocommit mode each statement of derive_pending commits alone, and a derive by the
-    // daemon between them counted the row twice (total above the rows listed, under load).
+    // One write transaction for the row and its count (unless the caller holds one), as
+    // the store's writer does: in autocommit mode each statement of derive_pending commits
+    // alone, and a derive by the daemon between them counted the row twice (total above
+    // the rows listed, under load).
     let own = c.is_autocommit();
     if own {
         c.execute_batch("BEGIN IMMEDIATE").unwrap();
