@@ -262,7 +262,7 @@ pub fn verify_finding(app: &App, req: &Request, _c: &Caller) -> Response {
         return Response::error(
             400,
             &format!(
-                "findings of {} are re-checked by their next scan, not on demand",
+                "findings of {} cannot be re-checked on demand (no file to read, or too large); their next scan re-checks them",
                 crate::text::escape_controls(&f.check)
             ),
         );

@@ -284,8 +284,7 @@ impl Fixer {
                 roots
             }
             FixAction::Chmod | FixAction::TruncateErrorLog => self.web_roots(),
-            // Cleanings are re-checked by their next scan.
-            _ => return None,
+            _ => return self.cleaning_still_needed(f, action, &path),
         };
         Some(match open_beneath(&roots, &path) {
             Ok((_, _, info)) => match action {
@@ -294,6 +293,49 @@ impl Fixer {
                 _ => true,
             },
             Err(_) => false,
+        })
+    }
+
+    /// Whether a cleaning fix would still find something to change in the file: the same
+    /// edit the fix applies, run on the file's text (read beneath its root, no symlink
+    /// followed). A file that is gone no longer holds the condition; a file too large to
+    /// clean, or a finding whose kind cannot be read back, cannot be re-checked (`None`).
+    fn cleaning_still_needed(&self, f: &Finding, action: FixAction, path: &Path) -> Option<bool> {
+        use crate::checks::{cron, perf};
+        let root = match action {
+            FixAction::RemoveCronLines => cron::source_of(&self.ctx, path)?.0,
+            FixAction::CleanHtaccess => {
+                let mut roots = self.web_roots();
+                if let Some(q) = (self.quarantine)() {
+                    roots.extend(q.quarantine.roots().iter().cloned());
+                }
+                longest_root(roots, path).ok()?
+            }
+            _ => longest_root(self.web_roots(), path).ok()?,
+        };
+        let Ok((_, file, info)) = open_beneath(&[root], path) else {
+            return Some(false);
+        };
+        if info.size > clean::MAX_CLEAN_BYTES {
+            return None;
+        }
+        let mut bytes = Vec::with_capacity(info.size as usize);
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(&file, clean::MAX_CLEAN_BYTES + 1),
+            &mut bytes,
+        )
+        .ok()?;
+        let text = || String::from_utf8_lossy(&bytes).into_owned();
+        Some(match action {
+            FixAction::RemoveCronLines => {
+                let threat = cron::CronThreat::of_message(&f.message)?;
+                let format = cron::source_of(&self.ctx, path)?.1;
+                !cron::without_threat(&bytes, format, threat).1.is_empty()
+            }
+            FixAction::CleanHtaccess => !htaccess::without_injections(&bytes).1.is_empty(),
+            FixAction::DisplayErrorsOff => !perf::display_errors_lines(&text()).is_empty(),
+            FixAction::DisableCmsCron => !perf::defines_disable_wp_cron(&text()),
+            _ => return None,
         })
     }
 

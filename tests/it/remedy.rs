@@ -683,6 +683,26 @@ fn fix_removes_only_the_suspicious_cron_lines_and_keeps_a_backup() {
     assert!(findings_of(&d, "suspicious_cron")
         .iter()
         .any(|f| f["id"] == base64.as_str()));
+    // verify-finding re-reads the crontab now: the base64 line is there (holds), then it
+    // is removed by hand and the finding is resolved without a scan.
+    let v = post_id(&d, "/api/v1/verify-finding", &base64).json();
+    assert_eq!(
+        (v["holds"].as_bool(), v["resolved"].as_bool()),
+        (Some(true), Some(false)),
+        "{v}"
+    );
+    std::fs::write(
+        &tab,
+        "# alice's jobs\n*/5 * * * * /usr/bin/php /home/alice/cron.php\n",
+    )
+    .unwrap();
+    let v = post_id(&d, "/api/v1/verify-finding", &base64).json();
+    assert_eq!(
+        (v["holds"].as_bool(), v["resolved"].as_bool()),
+        (Some(false), Some(true)),
+        "{v}"
+    );
+    gone(&d, "suspicious_cron", &base64);
     // bob's crontab swapped for a symlink to a file outside after detection: refused.
     let target = d.dir.join("elsewhere");
     std::fs::write(
@@ -725,6 +745,19 @@ fn fix_cleans_an_injected_htaccess_and_lists_the_pre_clean_backup() {
             .find(|f| f["check"] == "htaccess_injection" && f["path"] == shown.as_str())
             .cloned()
     });
+    // verify-finding runs the fix's own edit on the file: the injection is still there.
+    let v = post(
+        &d,
+        "/api/v1/verify-finding",
+        ADMIN,
+        json!({ "id": f["id"] }),
+    )
+    .json();
+    assert_eq!(
+        (v["holds"].as_bool(), v["resolved"].as_bool()),
+        (Some(true), Some(false)),
+        "{v}"
+    );
     let r = post(&d, "/api/v1/fix", ADMIN, json!({ "id": f["id"] }));
     r.expect(200);
     let v = r.json();
