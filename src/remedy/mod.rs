@@ -529,4 +529,53 @@ mod tests {
         let none = Finding::new("webshell", Severity::High, "m", jiff::Timestamp::now());
         assert_eq!(finding_path(&none).unwrap_err().status(), 400);
     }
+
+    /// verify-finding on cleanings: the fix's own edit run on the file decides; a file
+    /// cleaned by hand or gone no longer holds; one over the cleaning limit or a finding
+    /// with no file cannot be re-checked here.
+    #[test]
+    fn cleanings_are_rechecked_with_the_fixs_own_edit() {
+        use crate::clock::ManualClock;
+        use crate::watch::tail::testutil::TempDir;
+        let dir = TempDir::new("remedy-verify");
+        let www = dir.path().join("www");
+        std::fs::create_dir_all(www.join("site")).unwrap();
+        let clock: SharedClock = ManualClock::at_epoch_2026();
+        let ctx = CheckContext::builder(clock.clone())
+            .web_roots([www.clone()])
+            .build();
+        let store = Store::open(&dir.path().join("svc.db")).unwrap();
+        let fixer = Fixer::new(ctx, Arc::new(|| None), store, clock);
+        let holds = |check: &str, file: &str, text: &str| {
+            let path = www.join("site").join(file);
+            std::fs::write(&path, text).unwrap();
+            fixer.still_holds(&finding(check, &path.display().to_string()))
+        };
+        let ht = "RewriteEngine On\nphp_value auto_prepend_file /tmp/.cache.php\n";
+        assert_eq!(holds("htaccess_injection", ".htaccess", ht), Some(true));
+        let clean = "RewriteEngine On\n";
+        assert_eq!(holds("htaccess_injection", ".htaccess", clean), Some(false));
+        let ini = "display_errors = On\n";
+        assert_eq!(holds("php_display_errors", ".user.ini", ini), Some(true));
+        let ini = "display_errors = Off\n";
+        assert_eq!(holds("php_display_errors", ".user.ini", ini), Some(false));
+        let wp = "<?php\n$table_prefix = 'wp_';\n";
+        assert_eq!(holds("perf_cms_cron", "wp-config.php", wp), Some(true));
+        let wp = "<?php\ndefine('DISABLE_WP_CRON', true);\n";
+        assert_eq!(holds("perf_cms_cron", "wp-config.php", wp), Some(false));
+        let big = "#".repeat(clean::MAX_CLEAN_BYTES as usize + 1);
+        assert_eq!(holds("htaccess_injection", ".htaccess", &big), None);
+        let gone = www.join("site/none/.user.ini").display().to_string();
+        assert_eq!(
+            fixer.still_holds(&finding("php_display_errors", &gone)),
+            Some(false)
+        );
+        let no_file = Finding::new(
+            "php_display_errors",
+            Severity::High,
+            "m",
+            jiff::Timestamp::now(),
+        );
+        assert_eq!(fixer.still_holds(&no_file), None);
+    }
 }

@@ -729,7 +729,7 @@ fn fix_removes_only_the_suspicious_cron_lines_and_keeps_a_backup() {
 /// GET /api/v1/quarantine.
 #[test]
 fn fix_cleans_an_injected_htaccess_and_lists_the_pre_clean_backup() {
-    let (d, www) = start_watching("remedy-ht", &["site"]);
+    let (d, www) = start_watching("remedy-ht", &["site", "other"]);
     let dir = d.dir.clone();
     let ht = www.join("site/.htaccess");
     let injected = "RewriteEngine On\nphp_value auto_prepend_file /tmp/.cache.php\nAddHandler application/x-httpd-php .jpg\nRewriteRule ^old$ /new [R=301,L]\n";
@@ -779,6 +779,26 @@ fn fix_cleans_an_injected_htaccess_and_lists_the_pre_clean_backup() {
         .expect(200)
         .json();
     assert_eq!(preview["content"], injected);
+    // Another site's injected .htaccess cleaned by hand: verify-finding resolves it.
+    let other = www.join("other/.htaccess");
+    std::fs::write(&staging, injected).unwrap();
+    std::fs::rename(&staging, &other).unwrap();
+    let shown = other.display().to_string();
+    let f = wait_until(60, "the other htaccess finding", || {
+        findings_of(&d, "htaccess_injection")
+            .into_iter()
+            .find(|f| f["path"] == shown.as_str())
+    });
+    let id = f["id"].as_str().unwrap().to_string();
+    std::fs::write(&staging, "RewriteEngine On\n").unwrap();
+    std::fs::rename(&staging, &other).unwrap();
+    let v = post_id(&d, "/api/v1/verify-finding", &id).json();
+    assert_eq!(
+        (v["holds"].as_bool(), v["resolved"].as_bool()),
+        (Some(false), Some(true)),
+        "{v}"
+    );
+    gone(&d, "htaccess_injection", &id);
 }
 
 /// Settings: sections, values with defaults and classes, secrets never shown, a change
