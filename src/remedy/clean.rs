@@ -43,6 +43,14 @@ pub struct Place<'a> {
     pub root: &'a Path,
 }
 
+/// The text of a file of `size` bytes a cleaning reads: at most [`MAX_CLEAN_BYTES`] + 1
+/// (callers refuse larger files first; the extra byte shows one that grew meanwhile).
+pub fn read_bounded(file: &std::fs::File, size: u64) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(size.min(MAX_CLEAN_BYTES) as usize);
+    file.take(MAX_CLEAN_BYTES + 1).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// Cleans `path` with `edit` (the new content and the removed line numbers); refuses with
 /// [`FixError::Changed`] when the file is not the one detected or nothing is left to
 /// remove.
@@ -64,11 +72,7 @@ pub fn clean_file(
             why: "the file is too large to clean (over 1 MiB)",
         });
     }
-    let mut bytes = Vec::with_capacity(info.size as usize);
-    (&file)
-        .take(MAX_CLEAN_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(failed)?;
+    let bytes = read_bounded(&file, info.size).map_err(failed)?;
     let (cleaned, removed) = edit(&bytes);
     if removed.is_empty() {
         return Err(changed(path, "no line to remove any more"));

@@ -240,12 +240,18 @@ impl Fixer {
     }
 
     fn clean_htaccess(&self, f: &Finding, path: &Path) -> Result<Fixed, FixError> {
+        let root = self.htaccess_root(path)?;
+        self.clean(f, path, &root, htaccess::without_injections)
+    }
+
+    /// The root an `.htaccess` lies beneath: a web root, or a watched root (the file
+    /// watcher reports them).
+    fn htaccess_root(&self, path: &Path) -> Result<PathBuf, FixError> {
         let mut roots = self.web_roots();
         if let Some(q) = (self.quarantine)() {
             roots.extend(q.quarantine.roots().iter().cloned());
         }
-        let root = longest_root(roots, path)?;
-        self.clean(f, path, &root, htaccess::without_injections)
+        longest_root(roots, path)
     }
 
     pub(crate) fn clean(
@@ -302,16 +308,13 @@ impl Fixer {
     /// clean, or a finding whose kind cannot be read back, cannot be re-checked (`None`).
     fn cleaning_still_needed(&self, f: &Finding, action: FixAction, path: &Path) -> Option<bool> {
         use crate::checks::{cron, perf};
-        let root = match action {
-            FixAction::RemoveCronLines => cron::source_of(&self.ctx, path)?.0,
-            FixAction::CleanHtaccess => {
-                let mut roots = self.web_roots();
-                if let Some(q) = (self.quarantine)() {
-                    roots.extend(q.quarantine.roots().iter().cloned());
-                }
-                longest_root(roots, path).ok()?
+        let (root, cron_format) = match action {
+            FixAction::RemoveCronLines => {
+                let (root, format) = cron::source_of(&self.ctx, path)?;
+                (root, Some(format))
             }
-            _ => longest_root(self.web_roots(), path).ok()?,
+            FixAction::CleanHtaccess => (self.htaccess_root(path).ok()?, None),
+            _ => (self.web_root_of(path).ok()?, None),
         };
         let Ok((_, file, info)) = open_beneath(&[root], path) else {
             return Some(false);
@@ -319,18 +322,14 @@ impl Fixer {
         if info.size > clean::MAX_CLEAN_BYTES {
             return None;
         }
-        let mut bytes = Vec::with_capacity(info.size as usize);
-        std::io::Read::read_to_end(
-            &mut std::io::Read::take(&file, clean::MAX_CLEAN_BYTES + 1),
-            &mut bytes,
-        )
-        .ok()?;
+        let bytes = clean::read_bounded(&file, info.size).ok()?;
         let text = || String::from_utf8_lossy(&bytes).into_owned();
         Some(match action {
             FixAction::RemoveCronLines => {
                 let threat = cron::CronThreat::of_message(&f.message)?;
-                let format = cron::source_of(&self.ctx, path)?.1;
-                !cron::without_threat(&bytes, format, threat).1.is_empty()
+                !cron::without_threat(&bytes, cron_format?, threat)
+                    .1
+                    .is_empty()
             }
             FixAction::CleanHtaccess => !htaccess::without_injections(&bytes).1.is_empty(),
             FixAction::DisplayErrorsOff => !perf::display_errors_lines(&text()).is_empty(),

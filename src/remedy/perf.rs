@@ -32,7 +32,7 @@ fn dir_failed(path: &Path) -> impl Fn(dir::Error) -> FixError + '_ {
 
 impl Fixer {
     /// The longest web root holding `path`.
-    fn web_root_of(&self, path: &Path) -> Result<std::path::PathBuf, FixError> {
+    pub(super) fn web_root_of(&self, path: &Path) -> Result<std::path::PathBuf, FixError> {
         super::longest_root(self.web_roots(), path)
     }
 
