@@ -20,6 +20,7 @@ pub mod challenge;
 pub mod checks;
 pub mod cli;
 pub mod clock;
+pub mod cms;
 pub mod components;
 pub mod config;
 pub mod crawler;

@@ -87,6 +87,8 @@ pub struct Services {
     pub challenge: Option<Arc<crate::challenge::Challenge>>,
     /// Verified crawlers (`crawler::Verifier`).
     pub crawler: Arc<crate::crawler::Verifier>,
+    /// CMS verification (`cms_verification` in the status).
+    pub cms: Arc<crate::cms::CmsTask>,
     /// Fixes of findings (`/api/v1/fix` and its family).
     pub fixer: Arc<crate::remedy::Fixer>,
     /// The file quarantine's handles as they are now (restore and bulk delete).

@@ -150,6 +150,9 @@ pub struct Snapshot<'a> {
     )]
     last_scan_time: Option<jiff::Timestamp>,
     queues: BTreeMap<String, Row>,
+    /// CMS verification coverage: `core` and `plugins` groups when installation history
+    /// exists, `{"error": ...}` when it could not be read.
+    cms_verification: Value,
     /// HTTPS server: open connections, connections per phase, refusals by reason.
     http: crate::http::HttpSnapshot,
     events: EventsInfo,
@@ -203,6 +206,7 @@ pub fn snapshot(app: &App) -> Snapshot<'_> {
         latest_scan: latest,
         last_scan_time: latest,
         queues,
+        cms_verification: app.services.cms.status(),
         http: app.server.get().map(|s| s.snapshot()).unwrap_or_default(),
         events: EventsInfo {
             subscribers: app.services.events.subscribers(),

@@ -6,7 +6,8 @@
 //!
 //! Deep and full scans also run the registered [`ScanTask`]s (checks that keep state
 //! between scans, such as the mailbox password audit) after the deep checks. A task that
-//! did not complete a check answers `None` for it: its findings stay as they are.
+//! did not complete a check answers `None` for it: its findings stay as they are. Account
+//! scans run each task's [`ScanTask::run_account`] over the account's web roots.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
@@ -212,6 +213,17 @@ pub trait ScanTask: Send + Sync {
     /// (the engine resolves the others); a check left out stays as it was. Returns
     /// promptly once `stop` is set.
     fn run(&self, ctx: &CheckContext, stop: &AtomicBool) -> Vec<(&'static str, Vec<Finding>)>;
+    /// Runs once over one account's web roots (`ctx.web_roots` is already the scope's), for
+    /// tasks whose work is per site; the answers are submitted like the account scan's
+    /// checks (only findings beneath the scope's roots are resolved). Default: nothing.
+    fn run_account(
+        &self,
+        _ctx: &CheckContext,
+        _scope: &AccountScope,
+        _stop: &AtomicBool,
+    ) -> Vec<(&'static str, Vec<Finding>)> {
+        Vec::new()
+    }
     /// Applies a reloaded configuration (live).
     fn reconfigure(&self, cfg: &crate::config::Config);
 }
@@ -628,28 +640,21 @@ impl ScanJobs {
                     }
                 }
             }
+            if let Some((scope, ctx)) = &scoped {
+                self.run_tasks(
+                    id,
+                    &mut all,
+                    |t| t.run_account(ctx, scope, &self.stop),
+                    |c, f| self.submit_scoped(c, f, scope),
+                );
+            }
             if matches!(kind, JobKind::Deep | JobKind::Full) {
-                let tasks: Vec<Arc<dyn ScanTask>> = self.tasks.lock().clone();
-                for task in tasks {
-                    if self.cancelled(id) {
-                        break;
-                    }
-                    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        task.run(&self.ctx, &self.stop)
-                    }));
-                    match ran {
-                        Ok(results) => {
-                            for (check, findings) in results {
-                                self.submit(check, &findings);
-                                all.extend(findings);
-                            }
-                        }
-                        Err(_) => {
-                            super::context::count(&self.ctx.counters().check_panics, 1);
-                            log::error!("scan task {} panicked", task.checks().join(", "));
-                        }
-                    }
-                }
+                self.run_tasks(
+                    id,
+                    &mut all,
+                    |t| t.run(&self.ctx, &self.stop),
+                    |c, f| self.submit(c, f),
+                );
             }
             if self.stop.load(Ordering::SeqCst) {
                 // Abandoned by shutdown: the record stays `running` and the next start marks
@@ -680,6 +685,35 @@ impl ScanJobs {
                 *self.latest_scan.lock() = Some(finished);
             }
             answer(guard.finish(), "done", all, finished);
+        }
+    }
+
+    /// Runs every registered task with `run` and hands each check it answered to
+    /// `submit`; a panicking task is counted and logged, the others still run.
+    fn run_tasks(
+        &self,
+        id: i64,
+        all: &mut Vec<Finding>,
+        run: impl Fn(&dyn ScanTask) -> Vec<(&'static str, Vec<Finding>)>,
+        submit: impl Fn(&str, &[Finding]),
+    ) {
+        let tasks: Vec<Arc<dyn ScanTask>> = self.tasks.lock().clone();
+        for task in tasks {
+            if self.cancelled(id) {
+                break;
+            }
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(task.as_ref()))) {
+                Ok(results) => {
+                    for (check, findings) in results {
+                        submit(check, &findings);
+                        all.extend(findings);
+                    }
+                }
+                Err(_) => {
+                    super::context::count(&self.ctx.counters().check_panics, 1);
+                    log::error!("scan task {} panicked", task.checks().join(", "));
+                }
+            }
         }
     }
 

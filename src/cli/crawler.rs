@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use super::Args;
 use crate::config::Config;
 
-fn load(flags: &Args, what: &str) -> Result<Config, i32> {
+pub(super) fn load(flags: &Args, what: &str) -> Result<Config, i32> {
     let loaded = if flags.dev {
         crate::daemon::dev::config()
             .map(|(c, _)| c)

@@ -182,6 +182,12 @@ pub static SERVER: Flag = Flag {
     help:
         "the web server: apache or nginx (waf install-rules: also litespeed); default: those found",
 };
+pub static FROM: Flag = Flag {
+    long: "from",
+    short: None,
+    value: Some("SOURCE"),
+    help: "update-cms-vulnerabilities: the new list, a JSON file or an https:// URL (http:// to loopback only)",
+};
 pub static WRITE: Flag = Flag {
     long: "write",
     short: None,
@@ -384,6 +390,16 @@ pub static UPDATE_BOT_RANGES: Command = Command {
     exit: "1 when a feed failed (the others are still written) or nothing could be written",
 };
 
+pub static UPDATE_CMS_VULNERABILITIES: Command = Command {
+    name: "update-cms-vulnerabilities",
+    summary: "replace the plugin and theme vulnerability list the CMS verification uses (`--from FILE|URL`)",
+    about: "Reads a JSON array of {slug, type, fixed_in, title} from a file or an https:// URL, checks it and writes it atomically to cms.vulnerability_file, or to state_path/cms-vulnerabilities.json when that key is unset. The daemon reads the list at each deep scan: no restart is needed.",
+    positional: Positional::None,
+    verbs: &[],
+    flags: &[&FROM, &JSON, &CONFIG, &DEV, &HELP],
+    exit: "1 when the source could not be read or holds no usable entry, or the list could not be written",
+};
+
 pub static STORE: Command = Command {
     name: "store",
     summary: "state-database maintenance: `svc store reset-bot-verify` clears crawler verification records",
@@ -444,6 +460,7 @@ pub static COMMANDS: &[&Command] = &[
     &THREAT,
     &WEBSERVER_INTEGRATION,
     &UPDATE_BOT_RANGES,
+    &UPDATE_CMS_VULNERABILITIES,
     &STORE,
     &GEN,
     &VERSION,

@@ -4,6 +4,7 @@
 
 pub mod args;
 pub mod check;
+mod cms;
 pub mod control;
 pub mod crawler;
 pub mod defs;
@@ -88,6 +89,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         "waf" => waf::run(&a),
         "webserver-integration" => webserver::run(&a),
         "update-bot-ranges" => crawler::update_bot_ranges(&a),
+        "update-cms-vulnerabilities" => cms::update_vulnerabilities(&a),
         "store" => crawler::store(&a),
         "gen" => gen::run(&a),
         "version" => {

@@ -247,6 +247,7 @@ struct Subsystems {
     mail: Arc<crate::mail::MailAv>,
     jobs: Arc<ScanJobs>,
     password_audit: Arc<crate::mail::password::PasswordAudit>,
+    cms: Arc<crate::cms::CmsTask>,
     crawler: Arc<crate::crawler::Verifier>,
     crawler_updater: Option<crate::crawler::Updater>,
     collectors: Arc<collectors::LiveCollectors>,
@@ -278,7 +279,8 @@ impl Subsystems {
                 .iter()
                 .chain(crate::checks::deep_checks())
                 .map(|c| c.name)
-                .chain(crate::mail::password::task::CHECKS.iter().copied()),
+                .chain(crate::mail::password::task::CHECKS.iter().copied())
+                .chain(crate::cms::CHECKS.iter().copied()),
         );
         let suppressions =
             crate::findings::suppress::Suppressions::load(store.clone(), clock.clone())
@@ -330,6 +332,14 @@ impl Subsystems {
         )
         .map_err(StartError::subsystem("password audit"))?;
         jobs.add_task(password_audit.clone());
+        let cms = crate::cms::CmsTask::start(
+            crate::cms::Settings::from_config(cfg),
+            store.clone(),
+            clock.clone(),
+            &registry,
+        )
+        .map_err(StartError::subsystem("cms verification"))?;
+        jobs.add_task(cms.clone());
         // The crawler verifier is the access-log collector's oracle; it answers `NoClaim` while
         // `reputation.bot_verify_enabled` is off (as `crawler::NoVerification` does), so that
         // key applies on reload.
@@ -453,6 +463,7 @@ impl Subsystems {
             mail,
             jobs,
             password_audit,
+            cms,
             crawler,
             crawler_updater,
             collectors,
@@ -545,6 +556,7 @@ impl Front {
             threat: sub.threat.clone(),
             challenge: sub.challenge.as_ref().map(|r| r.challenge.clone()),
             crawler: sub.crawler.clone(),
+            cms: sub.cms.clone(),
             fixer: Arc::new(crate::remedy::Fixer::new(
                 sub.jobs.context().clone(),
                 quarantine.clone(),

@@ -8,6 +8,7 @@
 
 pub mod abuse;
 pub mod audit;
+pub mod cms;
 pub mod crawler;
 pub mod data;
 pub mod findings;

@@ -512,6 +512,26 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (ip, name)
     ) WITHOUT ROWID;
     CREATE INDEX bot_verify_expires ON bot_verify (expires);",
+    "CREATE TABLE cms_checksums (
+        version TEXT NOT NULL,
+        locale TEXT NOT NULL,
+        fetched_at INTEGER NOT NULL,
+        checksums TEXT NOT NULL,
+        PRIMARY KEY (version, locale)
+    ) WITHOUT ROWID;
+    CREATE TABLE cms_coverage (
+        path TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        platform TEXT NOT NULL,
+        account TEXT,
+        state TEXT NOT NULL,
+        last_attempt INTEGER,
+        failures INTEGER NOT NULL,
+        cause TEXT,
+        detail TEXT,
+        scan_seq INTEGER NOT NULL,
+        PRIMARY KEY (path, kind)
+    ) WITHOUT ROWID;",
 ];
 
 /// Applies pending migrations.

@@ -3,8 +3,6 @@
 //! without a restart, `svc_botranges_*` metrics), `svc store reset-bot-verify` with the
 //! daemon running and stopped, and the `bot_verification.requests` queue row.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
 use std::process::Command;
 
 use crate::common::{svc_bin, temp_dir, Daemon, METRICS, READ};
@@ -12,37 +10,16 @@ use crate::common::{svc_bin, temp_dir, Daemon, METRICS, READ};
 /// A loopback HTTP server answering `/ok/<name>.json` with one range list and everything
 /// else with 500, until the test ends.
 fn feed_server() -> std::net::SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            let mut r = BufReader::new(s.try_clone().unwrap());
-            let mut first = String::new();
-            let _ = r.read_line(&mut first);
-            loop {
-                let mut h = String::new();
-                if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
-                    break;
-                }
-            }
-            let path = first.split_whitespace().nth(1).unwrap_or("").to_string();
-            let (status, body) = match path.as_str() {
-                "/ok/googlebot.json" => (
-                    "200 OK",
-                    r#"{"creationTime":"2026-11-26","prefixes":[{"ipv4Prefix":"66.249.90.0/24"},{"ipv6Prefix":"2001:4860:4801:90::/64"},{"ipv4Prefix":"10.0.0.0/8"}]}"#,
-                ),
-                p if p.starts_with("/ok/") => ("200 OK", r#"["20.171.206.0/24"]"#),
-                _ => ("500 Internal Server Error", ""),
-            };
-            let mut s = s;
-            let _ = write!(
-                s,
-                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    addr
+    crate::common::json_server(|path| {
+        match path {
+        "/ok/googlebot.json" => (
+            "200 OK",
+            r#"{"creationTime":"2026-11-26","prefixes":[{"ipv4Prefix":"66.249.90.0/24"},{"ipv6Prefix":"2001:4860:4801:90::/64"},{"ipv4Prefix":"10.0.0.0/8"}]}"#.to_string(),
+        ),
+        p if p.starts_with("/ok/") => ("200 OK", r#"["20.171.206.0/24"]"#.to_string()),
+        _ => ("500 Internal Server Error", String::new()),
+    }
+    })
 }
 
 fn metric(text: &str, name: &str) -> Option<String> {

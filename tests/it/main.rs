@@ -15,6 +15,7 @@ mod auth;
 mod authlog;
 mod browser;
 mod challenge;
+mod cms;
 mod console;
 mod control;
 mod crawler;

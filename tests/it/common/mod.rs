@@ -121,6 +121,35 @@ pub fn state_cert(state: &Path) -> Vec<u8> {
     certs[0].as_ref().to_vec()
 }
 
+/// A loopback HTTP/1.1 server for the rest of the test: each request's target goes to
+/// `answer`, which gives the status line (`"200 OK"`) and a JSON body; one request per
+/// connection.
+pub fn json_server(answer: impl Fn(&str) -> (&'static str, String) + Send + 'static) -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let mut first = String::new();
+            let _ = r.read_line(&mut first);
+            loop {
+                let mut h = String::new();
+                if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                    break;
+                }
+            }
+            let (status, body) = answer(first.split_whitespace().nth(1).unwrap_or(""));
+            let mut s = s;
+            let _ = write!(
+                s,
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    addr
+}
+
 pub struct Daemon {
     pub dir: PathBuf,
     pub config: PathBuf,
