@@ -116,6 +116,22 @@ pub fn human(s: &Value) -> String {
     if let Some(latest) = s.get("latest_scan").and_then(Value::as_str) {
         out.push_str(&format!("latest scan: {latest}\n"));
     }
+    if let Some(c) = s.get("cms_verification").and_then(Value::as_object) {
+        if let Some(e) = c.get("error").and_then(Value::as_str) {
+            out.push_str(&format!(
+                "cms verification: {}\n",
+                crate::text::for_log(e, 200)
+            ));
+        }
+        for group in ["core", "plugins"] {
+            if let Some(g) = c.get(group) {
+                out.push_str(&format!(
+                    "cms {group}: {} verified, {} modified, {} unverified, {} unknown, {} not platform\n",
+                    g["verified"], g["modified"], g["unverified"], g["unknown"], g["not_platform"]
+                ));
+            }
+        }
+    }
     match s.get("queues").and_then(Value::as_object) {
         Some(q) if !q.is_empty() => {
             out.push_str("queues:\n");

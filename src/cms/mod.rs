@@ -580,3 +580,6 @@ impl ScanTask for CmsTask {
         *self.settings.write() = Settings::from_config(cfg);
     }
 }
+
+#[cfg(test)]
+mod tests;

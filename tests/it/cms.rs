@@ -243,6 +243,22 @@ fn cms_core_and_plugins_verified_modified_unverified_across_a_restart() {
     let out = d.cli(&["status", "--json"]);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["snapshot"]["cms_verification"], before);
+    let out = d.cli(&["status"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("cms core: 0 verified, 1 modified, 1 unverified"),
+        "{text}"
+    );
+    let out = d.cli(&["doctor", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert!(names.contains(&"queue:checks.cms_core"), "{names:?}");
+    assert!(names.contains(&"queue:checks.plugin_inventory"));
 
     // A replaced vulnerability list is used by the next scan; a list without a usable
     // entry is refused and changes nothing.
