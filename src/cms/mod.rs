@@ -127,20 +127,29 @@ struct Done {
 }
 
 /// Runs `f` over `items` on [`WORKERS`] threads, counting waiting and running work on
-/// `row`; results in item order.
+/// `row`; results in item order. When no thread can be started, the caller does the work.
 fn pool<T: Sync, R: Send>(items: &[T], row: &QueueHealth, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     row.add_waiting(items.len() as u64);
     let next = AtomicUsize::new(0);
     let out: Mutex<Vec<(usize, R)>> = Mutex::new(Vec::with_capacity(items.len()));
+    let work = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        let Some(item) = items.get(i) else { break };
+        row.sub_waiting(1);
+        let r = f(item);
+        out.lock().push((i, r));
+    };
     std::thread::scope(|s| {
-        for _ in 0..WORKERS.min(items.len()) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(item) = items.get(i) else { break };
-                row.sub_waiting(1);
-                let r = f(item);
-                out.lock().push((i, r));
-            });
+        let started = (0..WORKERS.min(items.len()))
+            .filter(|_| {
+                std::thread::Builder::new()
+                    .name("cms-worker".into())
+                    .spawn_scoped(s, work)
+                    .is_ok()
+            })
+            .count();
+        if started == 0 {
+            work();
         }
     });
     let mut out = out.into_inner();

@@ -295,6 +295,9 @@ fn cms_core_and_plugins_verified_modified_unverified_across_a_restart() {
     assert!(m.contains("akismet 5.3 (fixed in 5.10)"), "{m}");
 }
 
+/// Rule 7: in host scans one cause at more than 5 installations is one finding without a
+/// path (and, across accounts, without an account); an account scan keeps its
+/// installations' own warnings.
 #[test]
 fn one_cause_at_many_installations_collapses_into_one_finding() {
     let sums = Arc::new(Sums::default());
@@ -302,8 +305,12 @@ fn one_cause_at_many_installations_collapses_into_one_finding() {
     let url = checksum_server(sums.clone());
     let dir = temp_dir("cms-collapse");
     let www = dir.join("www");
+    // uids 1 and 2 have names on every Debian host (daemon, bin): two accounts.
     for i in 0..8 {
-        wordpress(&www.join(format!("site{i}")), "6.4.3");
+        let site = www.join(format!("site{i}"));
+        wordpress(&site, "6.4.3");
+        let uid = if i < 6 { 1 } else { 2 };
+        std::os::unix::fs::chown(&site, Some(uid), Some(uid)).unwrap();
     }
     let (d, _) = daemon(dir, &url);
     deep_scan(&d);
@@ -313,6 +320,7 @@ fn one_cause_at_many_installations_collapses_into_one_finding() {
     let f = findings_of(&d, "cms_core_unverified");
     assert_eq!(f.len(), 1, "{f:?}");
     assert!(f[0].get("path").is_none_or(Value::is_null), "{f:?}");
+    assert!(f[0].get("account").is_none_or(Value::is_null), "{f:?}");
     let m = f[0]["message"].as_str().unwrap();
     assert!(
         m.contains("checksum_source_error") && !m.contains("site"),
@@ -321,4 +329,26 @@ fn one_cause_at_many_installations_collapses_into_one_finding() {
     let details = f[0]["details"].as_str().unwrap();
     assert!(details.starts_with("8 installations"), "{details}");
     assert!(!details.contains("/www/"), "{details}");
+
+    // An account scan of `daemon` reports its six installations one by one and leaves the
+    // host scan's summary alone.
+    let r = post(
+        &d,
+        "/api/v1/scan-jobs",
+        ADMIN,
+        json!({ "account": "daemon" }),
+    );
+    r.expect(202);
+    let id = r.json()["id"].as_i64().unwrap();
+    wait_until(300, "the account scan", || {
+        let j = d.get(&format!("/api/v1/scan-jobs/{id}"), READ).json();
+        (j["state"] == "done").then_some(())
+    });
+    let f = wait_until(30, "the account's own warnings", || {
+        let f = findings_of(&d, "cms_core_unverified");
+        (f.len() == 7).then_some(f)
+    });
+    let own: Vec<&Value> = f.iter().filter(|f| f["path"].is_string()).collect();
+    assert_eq!(own.len(), 6, "{f:?}");
+    assert!(own.iter().all(|f| f["account"] == "daemon"), "{own:?}");
 }
