@@ -120,15 +120,19 @@ fn daemon(dir: PathBuf, url: &str) -> (Daemon, PathBuf) {
     (start_in_dir(dir, &extra, &[]), www)
 }
 
-/// Runs a deep scan job and waits for it.
-fn deep_scan(d: &Daemon) {
-    let r = post(d, "/api/v1/scan-jobs", ADMIN, json!({ "kind": "deep" }));
+/// Queues a scan job (`{"kind": ...}` or `{"account": ...}`) and waits until it is done.
+fn run_job(d: &Daemon, body: Value) {
+    let r = post(d, "/api/v1/scan-jobs", ADMIN, body);
     r.expect(202);
     let id = r.json()["id"].as_i64().unwrap();
-    wait_until(300, "the deep scan to finish", || {
+    wait_until(300, "the scan job to finish", || {
         let j = d.get(&format!("/api/v1/scan-jobs/{id}"), READ).json();
         (j["state"] == "done").then_some(())
     });
+}
+
+fn deep_scan(d: &Daemon) {
+    run_job(d, json!({ "kind": "deep" }));
 }
 
 fn coverage(d: &Daemon) -> Value {
@@ -332,18 +336,7 @@ fn one_cause_at_many_installations_collapses_into_one_finding() {
 
     // An account scan of `daemon` reports its six installations one by one and leaves the
     // host scan's summary alone.
-    let r = post(
-        &d,
-        "/api/v1/scan-jobs",
-        ADMIN,
-        json!({ "account": "daemon" }),
-    );
-    r.expect(202);
-    let id = r.json()["id"].as_i64().unwrap();
-    wait_until(300, "the account scan", || {
-        let j = d.get(&format!("/api/v1/scan-jobs/{id}"), READ).json();
-        (j["state"] == "done").then_some(())
-    });
+    run_job(&d, json!({ "account": "daemon" }));
     let f = wait_until(30, "the account's own warnings", || {
         let f = findings_of(&d, "cms_core_unverified");
         (f.len() == 7).then_some(f)
