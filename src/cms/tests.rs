@@ -127,3 +127,45 @@ fn verify_100_installations_timed() {
         bytes as f64 * 100.0 / 1e6 / took.as_secs_f64()
     );
 }
+
+/// The fuzz target's body over pseudo-random and mutated inputs: no parser panics.
+#[test]
+fn parsers_never_panic_on_noise() {
+    let seeds: [&[u8]; 4] = [
+        b"<?php\n$wp_version = '6.4.3';\n$wp_local_package = 'de_DE';\n",
+        b"/*\n * Plugin Name: X\n * Version: 1.2.3-beta\n */",
+        br#"{"checksums": {"wp-admin/a.php": "d41d8cd98f00b204e9800998ecf8427e"}}"#,
+        br#"[{"slug":"a","type":"plugin","fixed_in":"1.2","title":"t"}]"#,
+    ];
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for round in 0..20_000 {
+        let mut data = seeds[round % seeds.len()].to_vec();
+        for _ in 0..(next() % 8) {
+            let i = (next() as usize) % (data.len() + 1);
+            let b = [b'\'', b'"', b'.', b'\n', 0xff, 0xc3, b'=', b'{', b'9', b'$']
+                [(next() % 10) as usize];
+            match next() % 3 {
+                0 if i < data.len() => data[i] = b,
+                1 if i < data.len() => {
+                    data.remove(i);
+                }
+                _ => data.insert(i, b),
+            }
+        }
+        let text = String::from_utf8_lossy(&data);
+        let _ = version::parse_wp_version(&text);
+        let _ = version::parse_joomla_version(&text);
+        let _ = version::parse_drupal_version(&text);
+        let _ = plugins::header_value(&text, "Version");
+        let (a, b) = text.split_once('\n').unwrap_or((&text, "1.0"));
+        let _ = version::compare(a, b);
+        let _ = checksums::parse(&data, a);
+        let _ = vulns::parse(&data, true);
+    }
+}
