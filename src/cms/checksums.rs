@@ -11,8 +11,11 @@
 //! - A locale without checksums falls back to `en_US` (the core files are the same; a
 //!   localised package adds only translations, in `wp-content/languages`, which is skipped).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use crate::net::https::{Client, FetchError, Roots};
 use crate::store::{Store, StoreError};
@@ -128,14 +131,47 @@ pub fn parse(body: &[u8], version: &str) -> Result<Checksums, ChecksumError> {
 }
 
 /// The checksum source: the configured URL, the store's cache and the HTTP client settings.
+/// Built once per scan: one answer per version and locale is shared by every installation
+/// of the scan (a dead source is asked once per scan, not once per site).
 pub struct Source {
     pub url: String,
     pub roots: Roots,
     pub timeout: Duration,
     pub store: Store,
+    memo: Mutex<HashMap<(String, String), Arc<Memo>>>,
 }
 
+type Memo = OnceLock<Result<Arc<Checksums>, ChecksumError>>;
+
 impl Source {
+    pub fn new(url: String, roots: Roots, timeout: Duration, store: Store) -> Source {
+        Source {
+            url,
+            roots,
+            timeout,
+            store,
+            memo: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// [`Source::lookup`] once per version and locale for the life of this source; other
+    /// callers asking meanwhile wait for that answer.
+    pub fn get(
+        &self,
+        version: &str,
+        locale: &str,
+        now_micros: i64,
+    ) -> Result<Arc<Checksums>, ChecksumError> {
+        let cell = self
+            .memo
+            .lock()
+            .entry((version.to_string(), locale.to_string()))
+            .or_default()
+            .clone();
+        cell.get_or_init(|| self.lookup(version, locale, now_micros).map(Arc::new))
+            .clone()
+    }
+
     /// The cached checksums of `version`/`locale`, if stored (a store error reads as a miss).
     fn cached(&self, version: &str, locale: &str) -> Option<Checksums> {
         let (v, l) = (version.to_string(), locale.to_string());
@@ -164,7 +200,7 @@ impl Source {
 
     /// The checksums of `version`/`locale`: from the cache, else fetched (falling back to
     /// `en_US` when the locale has none) and cached. `now_micros` stamps the cache row.
-    pub fn get(
+    fn lookup(
         &self,
         version: &str,
         locale: &str,

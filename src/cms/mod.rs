@@ -455,12 +455,12 @@ impl CmsTask {
             }
             seq
         };
-        let source = Source {
-            url: settings.checksums_url.clone(),
-            roots: settings.roots.clone(),
-            timeout: settings.timeout,
-            store: self.store.clone(),
-        };
+        let source = Source::new(
+            settings.checksums_url.clone(),
+            settings.roots.clone(),
+            settings.timeout,
+            self.store.clone(),
+        );
         let core = pool(&found.installations, &self.core_row, |i| {
             self.verify_core(i, &source, stop)
         });

@@ -321,6 +321,8 @@ fn one_cause_at_many_installations_collapses_into_one_finding() {
     assert_eq!(counts(&coverage(&d)["core"]), [0, 0, 8, 0, 0]);
     assert!(findings_of(&d, "cms_core_unverified").is_empty());
     deep_scan(&d);
+    // Eight sites of one version: one request per scan.
+    assert_eq!(sums.requests.load(Ordering::SeqCst), 2);
     let f = findings_of(&d, "cms_core_unverified");
     assert_eq!(f.len(), 1, "{f:?}");
     assert!(f[0].get("path").is_none_or(Value::is_null), "{f:?}");
