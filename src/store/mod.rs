@@ -10,6 +10,7 @@ pub mod abuse;
 pub mod audit;
 pub mod crawler;
 pub mod data;
+pub mod file_index;
 pub mod findings;
 pub mod firewall;
 pub mod history;
