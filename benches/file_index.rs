@@ -29,7 +29,9 @@ fn main() {
             .and_then(|i| args.get(i + 1))
             .cloned()
     };
-    let files: usize = arg("--files").and_then(|s| s.parse().ok()).unwrap_or(65_536);
+    let files: usize = arg("--files")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(65_536);
     let dir = arg("--dir")
         .map(PathBuf::from)
         .unwrap_or_else(|| std::env::temp_dir().join(format!("svc-bench-file-index-{files}")));

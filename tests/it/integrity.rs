@@ -54,12 +54,24 @@ fn index_lines(d: &Daemon) -> Vec<String> {
 #[test]
 fn file_index_reports_changes_in_watched_places_and_reads_only_changed_files() {
     let (d, www) = start("integrity-index", "");
-    write(&www.join("wp-includes/version.php"), b"<?php $wp_version = '6.4.2';\n");
-    write(&www.join("wp-admin/index.php"), b"<?php require 'admin.php';\n");
+    write(
+        &www.join("wp-includes/version.php"),
+        b"<?php $wp_version = '6.4.2';\n",
+    );
+    write(
+        &www.join("wp-admin/index.php"),
+        b"<?php require 'admin.php';\n",
+    );
     write(&www.join(".htaccess"), b"# BEGIN WordPress\n");
-    write(&www.join("wp-content/uploads/2024/01/a.jpg"), b"\xff\xd8\xff");
+    write(
+        &www.join("wp-content/uploads/2024/01/a.jpg"),
+        b"\xff\xd8\xff",
+    );
     for i in 0..20 {
-        write(&www.join(format!("wp-content/plugins/p/f{i}.php")), b"<?php\n");
+        write(
+            &www.join(format!("wp-content/plugins/p/f{i}.php")),
+            b"<?php\n",
+        );
     }
     deep_scan(&d);
     assert!(findings_of(&d, "file_index_changed").is_empty());
@@ -70,8 +82,14 @@ fn file_index_reports_changes_in_watched_places_and_reads_only_changed_files() {
         &www.join("wp-includes/version.php"),
         b"<?php $wp_version = '6.4.2'; @eval($_POST['x']);\n",
     );
-    write(&www.join("wp-content/uploads/x.php"), b"<?php system($_GET['c']);");
-    write(&www.join(".htaccess"), b"# BEGIN WordPress\nAddHandler php .jpg\n");
+    write(
+        &www.join("wp-content/uploads/x.php"),
+        b"<?php system($_GET['c']);",
+    );
+    write(
+        &www.join(".htaccess"),
+        b"# BEGIN WordPress\nAddHandler php .jpg\n",
+    );
     write(&www.join("wp-content/plugins/p/f0.php"), b"<?php echo 1;\n");
     deep_scan(&d);
     let f = findings_of(&d, "file_index_changed");
