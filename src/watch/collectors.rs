@@ -249,7 +249,11 @@ pub fn start_collectors(
             component,
             c.restored.clone(),
         )
-        .with_reconcile(reconcile.worker());
+        .with_reconcile(reconcile.worker())
+        .with_droppers(
+            crate::watch::dropper::Droppers::start(clock.clone(), registry)
+                .map_err(CollectorError::Queue)?,
+        );
         let astop = stop.clone();
         c.threads.push(
             std::thread::Builder::new()

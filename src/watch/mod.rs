@@ -4,6 +4,7 @@ pub mod accesslog;
 pub mod analyzer;
 pub mod authlog;
 pub mod collectors;
+pub mod dropper;
 pub mod files;
 pub mod tail;
 

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
+use crate::hostfs::is_php_name;
 use crate::store::file_index::IndexedFile;
 use crate::sys::dir::{Dir, FileInfo, Kind};
 
@@ -281,19 +282,6 @@ pub fn watched_place(rel: &[u8]) -> Option<Place> {
         return Some(Place::UploadsPhp);
     }
     None
-}
-
-/// PHP by its extension, as web servers map it (`.php`, `.php3`-`.php8`, `.phtml`, `.phar`),
-/// in any case.
-pub fn is_php_name(name: &[u8]) -> bool {
-    let Some(dot) = name.iter().rposition(|b| *b == b'.') else {
-        return false;
-    };
-    let ext = name[dot + 1..].to_ascii_lowercase();
-    matches!(
-        ext.as_slice(),
-        b"php" | b"php3" | b"php4" | b"php5" | b"php7" | b"php8" | b"phtml" | b"phar"
-    )
 }
 
 /// Where a watched file lies.

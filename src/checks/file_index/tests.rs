@@ -6,10 +6,11 @@
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::AtomicBool;
 
-use super::index::{is_php_name, watched_place, Place};
+use super::index::{watched_place, Place};
 use super::*;
 use crate::checks::testutil::Fixture;
 use crate::clock::ManualClock;
+use crate::hostfs::is_php_name;
 
 struct Env {
     fx: Fixture,
