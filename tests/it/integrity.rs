@@ -117,3 +117,82 @@ fn file_index_reports_changes_in_watched_places_and_reads_only_changed_files() {
     );
     assert!(second.contains("3 reported"), "{second}");
 }
+
+fn queue_row(d: &Daemon, name: &str) -> Value {
+    d.get("/api/v1/status", READ).expect(200).json()["queues"][name].clone()
+}
+
+/// Writes `body` outside the root, gives it to `uid`, and moves it into `to` (a rename:
+/// the watcher reports it as moved in, with its owner).
+fn move_in_as(d: &Daemon, to: &Path, body: &[u8], uid: u32) {
+    let tmp = d.dir.join(format!(
+        "staging-{}",
+        to.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::write(&tmp, body).unwrap();
+    std::os::unix::fs::chown(&tmp, Some(uid), Some(uid)).unwrap();
+    std::fs::rename(&tmp, to).unwrap();
+}
+
+const DROPPER: &[u8] =
+    b"<?php\n$t = __DIR__ . '/wp-content/uploads/cache.php';\nfile_put_contents($t, base64_decode($_POST['p']));\n";
+
+/// A dropper sequence through real file events: a PHP file that writes PHP files becomes a
+/// candidate; another account's PHP file does not confirm it; a new PHP file of the same
+/// account does, and the finding names both files.
+#[test]
+fn dropper_is_confirmed_by_a_php_file_of_the_same_account() {
+    let dir = temp_dir("integrity-dropper");
+    let www = dir.join("www");
+    std::fs::create_dir_all(www.join("wp-content/uploads")).unwrap();
+    let d = start_in_dir(
+        dir,
+        &format!(
+            "[files]\nwatch = [{:?}]\n[auto_response]\nquarantine = false\n[logs]\nauth = []\n[checks]\ncritical_interval_min = 0\ndeep_interval_min = 0\n",
+            www.display().to_string()
+        ),
+        &[],
+    );
+    let row = queue_row(&d, "fanotify.dropper");
+    assert_eq!(row["capacity"], 16384, "{row}");
+    assert_eq!(
+        queue_row(&d, "fanotify.dropper_findings")["capacity"],
+        16384
+    );
+
+    let dropper = www.join("up.php");
+    std::fs::write(&dropper, DROPPER).unwrap();
+    wait_until(30, "the candidate", || {
+        (queue_row(&d, "fanotify.dropper")["waiting"] == 1).then_some(())
+    });
+    assert_eq!(queue_row(&d, "fanotify.dropper_findings")["waiting"], 1);
+    // Another account's PHP file, then another account's dropper: the second candidate
+    // shows both were analysed, and neither confirmed the first.
+    move_in_as(&d, &www.join("other.php"), b"<?php echo 1;\n", 65534);
+    move_in_as(&d, &www.join("theirs.php"), DROPPER, 65534);
+    wait_until(30, "the second candidate", || {
+        (queue_row(&d, "fanotify.dropper")["waiting"] == 2).then_some(())
+    });
+    assert!(findings_of(&d, "php_dropper").is_empty());
+
+    let dropped = www.join("wp-content/uploads/cache.php");
+    std::fs::write(&dropped, b"<?php echo 'second stage';\n").unwrap();
+    let f = wait_until(30, "the dropper finding", || {
+        findings_of(&d, "php_dropper").into_iter().next()
+    });
+    assert_eq!(
+        f["message"],
+        format!(
+            "PHP dropper {} wrote {}",
+            dropper.display(),
+            dropped.display()
+        )
+    );
+    assert_eq!(f["path"], dropper.display().to_string());
+    assert_eq!(f["severity"], "HIGH");
+    assert_eq!(findings_of(&d, "php_dropper").len(), 1);
+    // The held finding was released; the other account's stays held until its window ends.
+    let held = queue_row(&d, "fanotify.dropper_findings");
+    assert_eq!(held["waiting"], 1, "{held}");
+    assert_eq!(held["dropped_total"], 0);
+}
