@@ -354,6 +354,56 @@ impl PipeName for [u8] {
     }
 }
 
+/// The unpacker as the file watcher's staged-package reader ([`crate::watch::staged`]):
+/// the whole archive within `max_bytes` in memory, members visited with their path inside
+/// it, the same limits and refusals as for attachments.
+pub struct PackageUnpacker {
+    pub limits: ArchiveLimits,
+}
+
+impl crate::watch::staged::PackageReader for PackageUnpacker {
+    fn read(
+        &self,
+        file: &std::fs::File,
+        name: &str,
+        visit: &mut dyn FnMut(&str, &[u8]),
+    ) -> crate::watch::staged::PackageOutcome {
+        use crate::watch::staged::PackageOutcome;
+        let refused = |r: Reason| PackageOutcome {
+            recognised: true,
+            members: 0,
+            refused: vec![r.as_str()],
+        };
+        let data = match crate::watch::staged::read_limited(file, self.limits.max_bytes) {
+            Ok(Some(d)) => d,
+            Ok(None) => return refused(Reason::ArchiveSizeLimit),
+            Err(_) => return refused(Reason::ArchiveError),
+        };
+        let Some(kind) = detect(&data[..data.len().min(512)]) else {
+            return PackageOutcome::default();
+        };
+        let mut spill = Spill::new(usize::MAX, None);
+        if spill.write(&data).is_err() || spill.flush().is_err() {
+            return refused(Reason::ArchiveError);
+        }
+        drop(data);
+        let mut v = |m: &Member, s: &Spill| {
+            let mut bytes = Vec::new();
+            if s.reader(s.len()).read_to_end(&mut bytes).is_ok() {
+                visit(&m.path, &bytes);
+            }
+        };
+        let shown = sanitize_name(name).unwrap_or_else(|| "(package)".into());
+        let mut u = Unpacker::new(self.limits.clone(), None, usize::MAX, &mut v);
+        u.unpack(kind, &spill, spill.len(), &shown, 1);
+        PackageOutcome {
+            recognised: true,
+            members: u.out.members,
+            refused: u.out.refused.iter().map(|r| r.as_str()).collect(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -33,6 +33,7 @@ use crate::store::Store;
 use crate::text::escape_path;
 use crate::watch::dropper::{self, Droppers};
 use crate::watch::files::{self, FileEvent, ReconcileWorker};
+use crate::watch::staged::{self, StagedPackages};
 
 /// Live events handled at most between two reconcile batches.
 pub const LIVE_BURST: usize = 64;
@@ -178,6 +179,8 @@ pub struct Analyzer {
     reconcile: Option<ReconcileWorker>,
     /// Dropper candidates in their grace window (see [`crate::watch::dropper`]).
     droppers: Option<Droppers>,
+    /// Archives and installers verified before extraction (see [`crate::watch::staged`]).
+    staged: Option<StagedPackages>,
     /// Reconcile walk errors already added to the component's error count.
     walk_errors_seen: u64,
     log: LogLimiter,
@@ -209,6 +212,7 @@ impl Analyzer {
             users: HashMap::new(),
             reconcile: None,
             droppers: None,
+            staged: None,
             walk_errors_seen: 0,
             log: LogLimiter::per_minute(clock_for_log),
         }
@@ -223,6 +227,12 @@ impl Analyzer {
     /// Tracks dropper candidates among the PHP files of live events.
     pub fn with_droppers(mut self, droppers: Droppers) -> Analyzer {
         self.droppers = Some(droppers);
+        self
+    }
+
+    /// Verifies archives and installers of live events before they are extracted.
+    pub fn with_staged_packages(mut self, staged: StagedPackages) -> Analyzer {
+        self.staged = Some(staged);
         self
     }
 
@@ -296,6 +306,42 @@ impl Analyzer {
     fn handle(&mut self, ev: &FileEvent) {
         self.scan_path(&ev.path);
         self.dropper_event(&ev.path);
+        self.staged_event(&ev.path);
+    }
+
+    /// Opens an archive or installer of a live event (never through a symlink) and submits
+    /// what its verification found.
+    fn staged_event(&mut self, path: &Path) {
+        let Some(staged) = self.staged.as_ref() else {
+            return;
+        };
+        if path.as_os_str().len() >= files::PATH_MAX_BYTES
+            || !path
+                .file_name()
+                .is_some_and(|n| staged::is_package_name(n.as_encoded_bytes()))
+        {
+            return;
+        }
+        let Ok(file) = crate::sys::dir::open_regular_trusted(path, false) else {
+            return;
+        };
+        let Ok(meta) = file.metadata() else {
+            return;
+        };
+        let found = staged.verify(path, &file, &self.signatures);
+        let owner = self.owner_name(meta.uid());
+        for f in found {
+            let f = match &owner {
+                Some(o) => f.with_account(o.clone()),
+                None => f,
+            };
+            if !self.engine.submit(f) {
+                log::warn!(
+                    "analyzer: staged-package finding for {} refused by a full ingest queue",
+                    escape_path(path)
+                );
+            }
+        }
     }
 
     /// Hands a PHP file of a live event to the dropper tracker (its first

@@ -131,6 +131,7 @@ pub fn start_collectors(
     components: &Arc<Components>,
     store: &Store,
     restored: Arc<Restored>,
+    packages: Arc<dyn crate::watch::staged::PackageReader>,
 ) -> Result<Collectors, CollectorError> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut c = Collectors {
@@ -252,6 +253,10 @@ pub fn start_collectors(
         .with_reconcile(reconcile.worker())
         .with_droppers(
             crate::watch::dropper::Droppers::start(clock.clone(), registry)
+                .map_err(CollectorError::Queue)?,
+        )
+        .with_staged_packages(
+            crate::watch::staged::StagedPackages::start(packages, clock.clone(), registry)
                 .map_err(CollectorError::Queue)?,
         );
         let astop = stop.clone();

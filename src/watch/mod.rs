@@ -6,6 +6,7 @@ pub mod authlog;
 pub mod collectors;
 pub mod dropper;
 pub mod files;
+pub mod staged;
 pub mod tail;
 
 pub use collectors::{start_collectors, CollectorError, Collectors};
