@@ -169,7 +169,7 @@ impl LiveCollectors {
             self.restored.clone(),
             // Staged packages are opened with the mail module's unpacker and limits.
             Arc::new(crate::mail::archive::PackageUnpacker {
-                limits: cfg.mail.archive.clone(),
+                limits: cfg.mail.archive,
             }),
         )
     }

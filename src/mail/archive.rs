@@ -394,7 +394,7 @@ impl crate::watch::staged::PackageReader for PackageUnpacker {
             }
         };
         let shown = sanitize_name(name).unwrap_or_else(|| "(package)".into());
-        let mut u = Unpacker::new(self.limits.clone(), None, usize::MAX, &mut v);
+        let mut u = Unpacker::new(self.limits, None, usize::MAX, &mut v);
         u.unpack(kind, &spill, spill.len(), &shown, 1);
         PackageOutcome {
             recognised: true,

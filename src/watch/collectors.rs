@@ -123,6 +123,7 @@ impl Collectors {
 /// Starts the file watcher with its analyzer and the authentication-log watcher.
 /// `restored` is shared with the quarantine restore command (and kept across a restart of
 /// the collectors by a configuration reload).
+#[allow(clippy::too_many_arguments)]
 pub fn start_collectors(
     cfg: &Config,
     clock: SharedClock,
