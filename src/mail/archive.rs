@@ -404,6 +404,24 @@ impl crate::watch::staged::PackageReader for PackageUnpacker {
     }
 }
 
+/// A deflated zip of `files` (tests of the unpacker and of its users).
+#[cfg(test)]
+pub(crate) fn zip_of(files: &[(&str, &[u8])]) -> Vec<u8> {
+    use std::io::Write;
+    let mut buf = std::io::Cursor::new(Vec::new());
+    {
+        let mut z = zip::ZipWriter::new(&mut buf);
+        let opt = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        for (n, d) in files {
+            z.start_file(*n, opt).unwrap();
+            z.write_all(d).unwrap();
+        }
+        z.finish().unwrap();
+    }
+    buf.into_inner()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -413,21 +431,6 @@ mod tests {
         let mut s = Spill::new(usize::MAX, None);
         s.write(b).unwrap();
         s
-    }
-
-    fn zip_of(files: &[(&str, &[u8])]) -> Vec<u8> {
-        let mut buf = std::io::Cursor::new(Vec::new());
-        {
-            let mut z = zip::ZipWriter::new(&mut buf);
-            let opt = zip::write::SimpleFileOptions::default()
-                .compression_method(zip::CompressionMethod::Deflated);
-            for (n, d) in files {
-                z.start_file(*n, opt).unwrap();
-                z.write_all(d).unwrap();
-            }
-            z.finish().unwrap();
-        }
-        buf.into_inner()
     }
 
     fn unpack_all(data: &[u8], limits: ArchiveLimits) -> (Vec<(Member, Vec<u8>)>, Unpacked) {

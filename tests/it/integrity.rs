@@ -197,22 +197,6 @@ fn dropper_is_confirmed_by_a_php_file_of_the_same_account() {
     assert_eq!(held["dropped_total"], 0);
 }
 
-fn zip_of(files: &[(&str, &[u8])]) -> Vec<u8> {
-    use std::io::Write;
-    let mut buf = std::io::Cursor::new(Vec::new());
-    {
-        let mut z = zip::ZipWriter::new(&mut buf);
-        let opt = zip::write::SimpleFileOptions::default()
-            .compression_method(zip::CompressionMethod::Deflated);
-        for (n, d) in files {
-            z.start_file(*n, opt).unwrap();
-            z.write_all(d).unwrap();
-        }
-        z.finish().unwrap();
-    }
-    buf.into_inner()
-}
-
 const WEBSHELL: &[u8] = b"<?php\n// innocent looking header\n@eval($_POST['cmd']);\n?>\n";
 
 /// A zip dropped into uploads with a shell inside is reported before anyone extracts it;

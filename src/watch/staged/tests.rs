@@ -7,24 +7,9 @@ use std::io::Write;
 
 use super::*;
 use crate::clock::ManualClock;
-use crate::mail::archive::{ArchiveLimits, PackageUnpacker};
+use crate::mail::archive::{zip_of, ArchiveLimits, PackageUnpacker};
 
 const WEBSHELL: &[u8] = b"<?php\n// innocent looking header\n@eval($_POST['cmd']);\n?>\n";
-
-fn zip_of(files: &[(&str, &[u8])]) -> Vec<u8> {
-    let mut buf = std::io::Cursor::new(Vec::new());
-    {
-        let mut z = zip::ZipWriter::new(&mut buf);
-        let opt = zip::write::SimpleFileOptions::default()
-            .compression_method(zip::CompressionMethod::Deflated);
-        for (n, d) in files {
-            z.start_file(*n, opt).unwrap();
-            z.write_all(d).unwrap();
-        }
-        z.finish().unwrap();
-    }
-    buf.into_inner()
-}
 
 struct Env {
     dir: crate::checks::testutil::Fixture,
