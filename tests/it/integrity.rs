@@ -2,37 +2,11 @@
 //! deep scans, droppers and staged packages seen by the file watcher.
 
 use crate::common::*;
-use crate::firewall::post;
+use crate::remedy::{scan, start};
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use serde_json::{json, Value};
-
-/// A daemon whose checks read `{dir}/fixture` (web root `{dir}/fixture/var/www`), without
-/// scheduled scans, plus `extra` TOML.
-fn start(tag: &str, extra: &str) -> (Daemon, PathBuf) {
-    let dir = temp_dir(tag);
-    let www = dir.join("fixture/var/www");
-    std::fs::create_dir_all(&www).unwrap();
-    let root = dir.join("fixture").display().to_string();
-    let d = start_in_dir(
-        dir,
-        &format!("[logs]\nauth = []\n[checks]\ncritical_interval_min = 0\ndeep_interval_min = 0\nroot = {root:?}\n{extra}"),
-        &[],
-    );
-    (d, www)
-}
-
-/// Queues a deep scan and waits until it is done; returns the job.
-fn deep_scan(d: &Daemon) -> Value {
-    let r = post(d, "/api/v1/scan-jobs", ADMIN, json!({ "kind": "deep" }));
-    r.expect(202);
-    let id = r.json()["id"].as_i64().unwrap();
-    wait_until(120, "the scan job to finish", || {
-        let j = d.get(&format!("/api/v1/scan-jobs/{id}"), READ).json();
-        (j["state"] == "done").then_some(j)
-    })
-}
+use serde_json::Value;
 
 fn write(p: &Path, body: &[u8]) {
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -53,7 +27,7 @@ fn index_lines(d: &Daemon) -> Vec<String> {
 /// files are not read again.
 #[test]
 fn file_index_reports_changes_in_watched_places_and_reads_only_changed_files() {
-    let (d, www) = start("integrity-index", "");
+    let (d, www) = start("integrity-index", "", &[]);
     write(
         &www.join("wp-includes/version.php"),
         b"<?php $wp_version = '6.4.2';\n",
@@ -73,7 +47,7 @@ fn file_index_reports_changes_in_watched_places_and_reads_only_changed_files() {
             b"<?php\n",
         );
     }
-    deep_scan(&d);
+    scan(&d, "deep");
     assert!(findings_of(&d, "file_index_changed").is_empty());
     let first = wait_until(10, "the first index line", || index_lines(&d).pop());
     assert!(first.contains("24 files, 24 hashed"), "{first}");
@@ -91,7 +65,7 @@ fn file_index_reports_changes_in_watched_places_and_reads_only_changed_files() {
         b"# BEGIN WordPress\nAddHandler php .jpg\n",
     );
     write(&www.join("wp-content/plugins/p/f0.php"), b"<?php echo 1;\n");
-    deep_scan(&d);
+    scan(&d, "deep");
     let f = findings_of(&d, "file_index_changed");
     let mut paths: Vec<String> = f
         .iter()
