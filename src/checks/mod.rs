@@ -11,6 +11,7 @@
 pub mod accounts;
 pub mod context;
 pub mod cron;
+pub mod file_index;
 pub mod hardening;
 pub mod jobs;
 pub mod mountinfo;

@@ -167,6 +167,10 @@ impl LiveCollectors {
             &self.components,
             &self.store,
             self.restored.clone(),
+            // Staged packages are opened with the mail module's unpacker and limits.
+            Arc::new(crate::mail::archive::PackageUnpacker {
+                limits: cfg.mail.archive,
+            }),
         )
     }
 

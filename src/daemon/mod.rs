@@ -280,7 +280,8 @@ impl Subsystems {
                 .chain(crate::checks::deep_checks())
                 .map(|c| c.name)
                 .chain(crate::mail::password::task::CHECKS.iter().copied())
-                .chain(crate::cms::CHECKS.iter().copied()),
+                .chain(crate::cms::CHECKS.iter().copied())
+                .chain(std::iter::once(crate::checks::file_index::CHECK)),
         );
         let suppressions =
             crate::findings::suppress::Suppressions::load(store.clone(), clock.clone())
@@ -340,6 +341,10 @@ impl Subsystems {
         )
         .map_err(StartError::subsystem("cms verification"))?;
         jobs.add_task(cms.clone());
+        let file_index =
+            crate::checks::file_index::FileIndex::start(store.clone(), clock.clone(), &registry)
+                .map_err(StartError::subsystem("file index"))?;
+        jobs.add_task(file_index);
         // The crawler verifier is the access-log collector's oracle; it answers `NoClaim` while
         // `reputation.bot_verify_enabled` is off (as `crawler::NoVerification` does), so that
         // key applies on reload.

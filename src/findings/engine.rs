@@ -51,6 +51,7 @@ use super::Finding;
 use crate::clock::SharedClock;
 use crate::queue::{
     BoundedQueue, LagBasis, PopError, QueueHealth, Registry, RowConfig, RowError, RowHandle,
+    RunningGuard,
 };
 use crate::store::suppressions::Suppression;
 use crate::store::{self, Store, StoreError};
@@ -275,6 +276,9 @@ enum Mode {
     Replay,
 }
 
+/// Row of the parked state's callers and operations (see [`Engine::lock_parked`]).
+pub const PENDING_OPS_ROW: &str = "state.pending_operations";
+
 pub struct Engine {
     clock: SharedClock,
     store: Store,
@@ -283,6 +287,9 @@ pub struct Engine {
     controls: (Sender<Control>, crossbeam_channel::Receiver<Control>),
     _ingest_row: RowHandle,
     pending_row: RowHandle,
+    /// `state.pending_operations`: callers of the parked state waiting for its lock, and the
+    /// persistence (parking, rewriting the file) or replay operations running on it.
+    pending_ops: RowHandle,
     pending_file: PendingFile,
     parked: Mutex<Vec<Finding>>,
     /// Newest refused checkpoint per source, not yet superseded by a committed one.
@@ -374,6 +381,16 @@ impl Engine {
             .register("state.pending", pending_health)
             .map_err(RowError::at("state.pending"))
             .map_err(EngineError::Queue)?;
+        let pending_ops = registry
+            .register(
+                PENDING_OPS_ROW,
+                QueueHealth::new(
+                    clock.clone(),
+                    RowConfig::new("operations").lag_basis(LagBasis::OperationProgress),
+                ),
+            )
+            .map_err(RowError::at(PENDING_OPS_ROW))
+            .map_err(EngineError::Queue)?;
         let loaded = store
             .read(store::findings::load_active)
             .map_err(EngineError::Load)?;
@@ -388,6 +405,7 @@ impl Engine {
             controls: crossbeam_channel::unbounded(),
             _ingest_row: ingest_row,
             pending_row,
+            pending_ops,
             pending_file,
             parked: Mutex::new(Vec::new()),
             parked_checkpoints: Mutex::new(parked_checkpoints),
@@ -795,7 +813,18 @@ impl Engine {
         }
     }
 
+    /// Takes the parked state's lock as one caller of `state.pending_operations`: waiting
+    /// while the lock is held elsewhere, then running until both guards are dropped.
+    fn lock_parked(&self) -> (parking_lot::MutexGuard<'_, Vec<Finding>>, RunningGuard<'_>) {
+        let ops = self.pending_ops.health();
+        let ticket = ops.admit();
+        let parked = self.parked.lock();
+        ticket.finish();
+        (parked, ops.start_running())
+    }
+
     fn replay_parked(&self, st: &mut State) {
+        let _op = self.pending_ops.health().start_running();
         let health = self.pending_row.health();
         let parked = match self.pending_file.read() {
             Ok(p) => p.findings,
@@ -1151,7 +1180,7 @@ impl Engine {
                 Mode::Replay => {
                     log::error!("state.pending: replay refused by the store ({e}); kept parked");
                     let health = self.pending_row.health();
-                    let mut parked = self.parked.lock();
+                    let (mut parked, _op) = self.lock_parked();
                     parked.extend(f.history.iter().map(|f| (**f).clone()));
                     health.set_waiting(parked.len() as u64);
                 }
@@ -1211,7 +1240,7 @@ impl Engine {
             cps.len() != before
         };
         if changed {
-            let parked = self.parked.lock();
+            let (parked, _op) = self.lock_parked();
             let left = self.parked_checkpoint_list();
             let done = if parked.is_empty() && left.is_empty() {
                 self.pending_file.remove()
@@ -1236,7 +1265,7 @@ impl Engine {
                 cps.insert(source.clone(), (*inode, *offset));
             }
         }
-        let mut parked = self.parked.lock();
+        let (mut parked, _op) = self.lock_parked();
         for f in batch {
             parked.push((**f).clone());
             self.counters.parked.fetch_add(1, Ordering::Relaxed);
@@ -1506,6 +1535,30 @@ mod tests {
         assert_eq!(load("auth-fp:/l"), Some((7, 1)));
         e.shutdown();
         store.close();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn pending_operations_row_counts_lock_callers_and_running_operations() {
+        let (e, store, reg, dir) = setup("pending-ops");
+        let row = |reg: &Registry| reg.snapshot()[PENDING_OPS_ROW].clone();
+        assert_eq!((row(&reg).waiting, row(&reg).running), (Some(0), 0));
+        assert!(row(&reg).capacity_unavailable);
+        store.close();
+        let held = e.parked.lock();
+        let e2 = e.clone();
+        let t = std::thread::spawn(move || e2.park(&[Arc::new(f("x"))], &[]));
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while row(&reg).waiting != Some(1) {
+            assert!(std::time::Instant::now() < deadline, "caller never waited");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        drop(held);
+        t.join().unwrap();
+        let r = row(&reg);
+        assert_eq!((r.waiting, r.running, r.dropped_total), (Some(0), 0, 0));
+        assert_eq!(reg.snapshot()["state.pending"].waiting, Some(1));
+        drop(e);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -30,6 +30,19 @@ pub fn rerooted(root: &Path, list: &[&str]) -> Vec<PathBuf> {
     list.iter().map(|p| reroot(root, Path::new(p))).collect()
 }
 
+/// PHP by its extension, as web servers map it (`.php`, `.php3`-`.php8`, `.phtml`, `.phar`),
+/// in any case.
+pub fn is_php_name(name: &[u8]) -> bool {
+    let Some(dot) = name.iter().rposition(|b| *b == b'.') else {
+        return false;
+    };
+    let ext = name[dot + 1..].to_ascii_lowercase();
+    matches!(
+        ext.as_slice(),
+        b"php" | b"php3" | b"php4" | b"php5" | b"php7" | b"php8" | b"phtml" | b"phar"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

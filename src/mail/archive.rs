@@ -354,6 +354,74 @@ impl PipeName for [u8] {
     }
 }
 
+/// The unpacker as the file watcher's staged-package reader ([`crate::watch::staged`]):
+/// the whole archive within `max_bytes` in memory, members visited with their path inside
+/// it, the same limits and refusals as for attachments.
+pub struct PackageUnpacker {
+    pub limits: ArchiveLimits,
+}
+
+impl crate::watch::staged::PackageReader for PackageUnpacker {
+    fn read(
+        &self,
+        file: &std::fs::File,
+        name: &str,
+        visit: &mut dyn FnMut(&str, &[u8]),
+    ) -> crate::watch::staged::PackageOutcome {
+        use crate::watch::staged::PackageOutcome;
+        let refused = |r: Reason| PackageOutcome {
+            recognised: true,
+            members: 0,
+            refused: vec![r.as_str()],
+        };
+        let data = match crate::watch::staged::read_limited(file, self.limits.max_bytes) {
+            Ok(Some(d)) => d,
+            Ok(None) => return refused(Reason::ArchiveSizeLimit),
+            Err(_) => return refused(Reason::ArchiveError),
+        };
+        let Some(kind) = detect(&data[..data.len().min(512)]) else {
+            return PackageOutcome::default();
+        };
+        let mut spill = Spill::new(usize::MAX, None);
+        if spill.write(&data).is_err() || spill.flush().is_err() {
+            return refused(Reason::ArchiveError);
+        }
+        drop(data);
+        let mut v = |m: &Member, s: &Spill| {
+            let mut bytes = Vec::new();
+            if s.reader(s.len()).read_to_end(&mut bytes).is_ok() {
+                visit(&m.path, &bytes);
+            }
+        };
+        let shown = sanitize_name(name).unwrap_or_else(|| "(package)".into());
+        let mut u = Unpacker::new(self.limits, None, usize::MAX, &mut v);
+        u.unpack(kind, &spill, spill.len(), &shown, 1);
+        PackageOutcome {
+            recognised: true,
+            members: u.out.members,
+            refused: u.out.refused.iter().map(|r| r.as_str()).collect(),
+        }
+    }
+}
+
+/// A deflated zip of `files` (tests of the unpacker and of its users).
+#[cfg(test)]
+pub(crate) fn zip_of(files: &[(&str, &[u8])]) -> Vec<u8> {
+    use std::io::Write;
+    let mut buf = std::io::Cursor::new(Vec::new());
+    {
+        let mut z = zip::ZipWriter::new(&mut buf);
+        let opt = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        for (n, d) in files {
+            z.start_file(*n, opt).unwrap();
+            z.write_all(d).unwrap();
+        }
+        z.finish().unwrap();
+    }
+    buf.into_inner()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,21 +431,6 @@ mod tests {
         let mut s = Spill::new(usize::MAX, None);
         s.write(b).unwrap();
         s
-    }
-
-    fn zip_of(files: &[(&str, &[u8])]) -> Vec<u8> {
-        let mut buf = std::io::Cursor::new(Vec::new());
-        {
-            let mut z = zip::ZipWriter::new(&mut buf);
-            let opt = zip::write::SimpleFileOptions::default()
-                .compression_method(zip::CompressionMethod::Deflated);
-            for (n, d) in files {
-                z.start_file(*n, opt).unwrap();
-                z.write_all(d).unwrap();
-            }
-            z.finish().unwrap();
-        }
-        buf.into_inner()
     }
 
     fn unpack_all(data: &[u8], limits: ArchiveLimits) -> (Vec<(Member, Vec<u8>)>, Unpacked) {

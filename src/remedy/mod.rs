@@ -45,6 +45,8 @@ pub const QUARANTINE_CHECKS: &[&str] = &[
     "php_in_uploads",
     "malicious_js",
     "executable_in_uploads",
+    "php_dropper",
+    "staged_package_malware",
 ];
 
 /// What a fix does.

@@ -11,6 +11,7 @@ pub mod audit;
 pub mod cms;
 pub mod crawler;
 pub mod data;
+pub mod file_index;
 pub mod findings;
 pub mod firewall;
 pub mod history;

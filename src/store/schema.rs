@@ -532,6 +532,28 @@ const MIGRATIONS: &[&str] = &[
         scan_seq INTEGER NOT NULL,
         PRIMARY KEY (path, kind)
     ) WITHOUT ROWID;",
+    // File-index baseline (issue 28, see store/file_index.rs): one row per indexed file of
+    // a web root (paths are the raw bytes below the root), and one per root that has a
+    // completed baseline.
+    "CREATE TABLE file_index (
+        root BLOB NOT NULL,
+        path BLOB NOT NULL,
+        size INTEGER NOT NULL,
+        mode INTEGER NOT NULL,
+        uid INTEGER NOT NULL,
+        gid INTEGER NOT NULL,
+        mtime_ns INTEGER NOT NULL,
+        ctime_ns INTEGER NOT NULL,
+        dev INTEGER NOT NULL,
+        ino INTEGER NOT NULL,
+        hash BLOB NOT NULL,
+        PRIMARY KEY (root, path)
+    ) WITHOUT ROWID;
+    CREATE TABLE file_index_roots (
+        root BLOB PRIMARY KEY,
+        built INTEGER NOT NULL,
+        files INTEGER NOT NULL
+    ) WITHOUT ROWID;",
 ];
 
 /// Applies pending migrations.

@@ -265,6 +265,9 @@ pub struct FileInfo {
     /// (seconds, nanoseconds)
     pub atime: (i64, i64),
     pub mtime: (i64, i64),
+    /// Inode change time (seconds, nanoseconds): moves on every write, chmod or chown, and
+    /// cannot be set back by the file's owner.
+    pub ctime: (i64, i64),
 }
 
 impl FileInfo {
@@ -280,6 +283,7 @@ impl FileInfo {
             nlink: st.st_nlink,
             atime: (st.st_atime, st.st_atime_nsec),
             mtime: (st.st_mtime, st.st_mtime_nsec),
+            ctime: (st.st_ctime, st.st_ctime_nsec),
         }
     }
 

@@ -31,7 +31,9 @@ use crate::scan::quarantine;
 use crate::scan::signatures::{Match, SignatureSet};
 use crate::store::Store;
 use crate::text::escape_path;
+use crate::watch::dropper::{self, Droppers};
 use crate::watch::files::{self, FileEvent, ReconcileWorker};
+use crate::watch::staged::{self, StagedPackages};
 
 /// Live events handled at most between two reconcile batches.
 pub const LIVE_BURST: usize = 64;
@@ -175,6 +177,10 @@ pub struct Analyzer {
     pub restored: Arc<Restored>,
     users: HashMap<u32, Option<String>>,
     reconcile: Option<ReconcileWorker>,
+    /// Dropper candidates in their grace window (see [`crate::watch::dropper`]).
+    droppers: Option<Droppers>,
+    /// Archives and installers verified before extraction (see [`crate::watch::staged`]).
+    staged: Option<StagedPackages>,
     /// Reconcile walk errors already added to the component's error count.
     walk_errors_seen: u64,
     log: LogLimiter,
@@ -205,6 +211,8 @@ impl Analyzer {
             restored,
             users: HashMap::new(),
             reconcile: None,
+            droppers: None,
+            staged: None,
             walk_errors_seen: 0,
             log: LogLimiter::per_minute(clock_for_log),
         }
@@ -216,10 +224,25 @@ impl Analyzer {
         self
     }
 
+    /// Tracks dropper candidates among the PHP files of live events.
+    pub fn with_droppers(mut self, droppers: Droppers) -> Analyzer {
+        self.droppers = Some(droppers);
+        self
+    }
+
+    /// Verifies archives and installers of live events before they are extracted.
+    pub fn with_staged_packages(mut self, staged: StagedPackages) -> Analyzer {
+        self.staged = Some(staged);
+        self
+    }
+
     /// Consumes the analyzer queue until it is closed or `stop` is set, walking the
     /// reconcile queue between live events.
     pub fn run(mut self, queue: AnalyzerQueue, stop: Arc<AtomicBool>) {
         while !stop.load(Ordering::SeqCst) {
+            if let Some(d) = self.droppers.as_mut() {
+                d.expire();
+            }
             let reconciling = self.reconcile.as_ref().is_some_and(|w| w.has_work());
             let mut handled = 0usize;
             while handled < LIVE_BURST && !stop.load(Ordering::SeqCst) {
@@ -282,6 +305,88 @@ impl Analyzer {
     /// Every kind of event (closed after writing, moved in, linked in) is a file to scan.
     fn handle(&mut self, ev: &FileEvent) {
         self.scan_path(&ev.path);
+        self.dropper_event(&ev.path);
+        self.staged_event(&ev.path);
+    }
+
+    /// Opens an archive or installer of a live event (never through a symlink) and submits
+    /// what its verification found.
+    fn staged_event(&mut self, path: &Path) {
+        let Some(staged) = self.staged.as_ref() else {
+            return;
+        };
+        if path.as_os_str().len() >= files::PATH_MAX_BYTES
+            || !path
+                .file_name()
+                .is_some_and(|n| staged::is_package_name(n.as_encoded_bytes()))
+        {
+            return;
+        }
+        let Ok(file) = crate::sys::dir::open_regular_trusted(path, false) else {
+            return;
+        };
+        let Ok(meta) = file.metadata() else {
+            return;
+        };
+        let found = staged.verify(path, &file, &self.signatures);
+        let owner = self.owner_name(meta.uid());
+        for f in found {
+            let f = match &owner {
+                Some(o) => f.with_account(o.clone()),
+                None => f,
+            };
+            if !self.engine.submit(f) {
+                log::warn!(
+                    "analyzer: staged-package finding for {} refused by a full ingest queue",
+                    escape_path(path)
+                );
+            }
+        }
+    }
+
+    /// Hands a PHP file of a live event to the dropper tracker (its first
+    /// [`dropper::matcher::MAX_SCAN`] bytes, never through a symlink) and submits the
+    /// findings it confirms.
+    fn dropper_event(&mut self, path: &Path) {
+        if self.droppers.is_none()
+            || path.as_os_str().len() >= files::PATH_MAX_BYTES
+            || !path
+                .file_name()
+                .is_some_and(|n| crate::hostfs::is_php_name(n.as_encoded_bytes()))
+        {
+            return;
+        }
+        let Ok(file) = crate::sys::dir::open_regular_trusted(path, false) else {
+            return;
+        };
+        let Ok(meta) = file.metadata() else {
+            return;
+        };
+        let mut content = Vec::new();
+        if std::io::Read::read_to_end(
+            &mut std::io::Read::take(&file, dropper::matcher::MAX_SCAN as u64),
+            &mut content,
+        )
+        .is_err()
+        {
+            return;
+        }
+        let Some(d) = self.droppers.as_mut() else {
+            return;
+        };
+        let confirmed = d.observe(path, meta.uid(), &content);
+        for f in confirmed {
+            let f = match self.owner_name(meta.uid()) {
+                Some(o) => f.with_account(o),
+                None => f,
+            };
+            if !self.engine.submit(f) {
+                log::warn!(
+                    "analyzer: dropper finding for {} refused by a full ingest queue",
+                    escape_path(path)
+                );
+            }
+        }
     }
 
     /// A file could not be read for a reason other than vanishing: counted as an error of

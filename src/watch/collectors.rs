@@ -123,6 +123,7 @@ impl Collectors {
 /// Starts the file watcher with its analyzer and the authentication-log watcher.
 /// `restored` is shared with the quarantine restore command (and kept across a restart of
 /// the collectors by a configuration reload).
+#[allow(clippy::too_many_arguments)]
 pub fn start_collectors(
     cfg: &Config,
     clock: SharedClock,
@@ -131,6 +132,7 @@ pub fn start_collectors(
     components: &Arc<Components>,
     store: &Store,
     restored: Arc<Restored>,
+    packages: Arc<dyn crate::watch::staged::PackageReader>,
 ) -> Result<Collectors, CollectorError> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut c = Collectors {
@@ -249,7 +251,15 @@ pub fn start_collectors(
             component,
             c.restored.clone(),
         )
-        .with_reconcile(reconcile.worker());
+        .with_reconcile(reconcile.worker())
+        .with_droppers(
+            crate::watch::dropper::Droppers::start(clock.clone(), registry)
+                .map_err(CollectorError::Queue)?,
+        )
+        .with_staged_packages(
+            crate::watch::staged::StagedPackages::start(packages, clock.clone(), registry)
+                .map_err(CollectorError::Queue)?,
+        );
         let astop = stop.clone();
         c.threads.push(
             std::thread::Builder::new()

@@ -4,7 +4,9 @@ pub mod accesslog;
 pub mod analyzer;
 pub mod authlog;
 pub mod collectors;
+pub mod dropper;
 pub mod files;
+pub mod staged;
 pub mod tail;
 
 pub use collectors::{start_collectors, CollectorError, Collectors};

@@ -197,6 +197,12 @@ fn queue_rows_in_status_cli_and_doctor() {
         "scans.jobs",
         "scans.admission",
         "fanotify.analyzer",
+        "state.pending_operations",
+        "checks.file_index.waiting",
+        "checks.file_index.active",
+        "fanotify.dropper",
+        "fanotify.dropper_findings",
+        "fanotify.staged_packages",
     ] {
         let r = &q[row];
         assert!(r.is_object(), "missing {row}: {s}");

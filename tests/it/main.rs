@@ -29,6 +29,7 @@ mod history;
 mod incidents;
 mod ingest;
 mod injection;
+mod integrity;
 mod lifecycle;
 mod mail;
 mod mail_accounts;

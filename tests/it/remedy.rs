@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 /// A daemon whose checks read `{dir}/fixture` (web root `{dir}/fixture/var/www`), without
 /// scheduled scans; `env` goes to the daemon.
-fn start(tag: &str, extra: &str, env: &[(&str, &str)]) -> (Daemon, PathBuf) {
+pub fn start(tag: &str, extra: &str, env: &[(&str, &str)]) -> (Daemon, PathBuf) {
     start_in(temp_dir(tag), extra, env)
 }
 
@@ -53,7 +53,7 @@ fn post_id(d: &Daemon, path: &str, id: &str) -> Resp {
 }
 
 /// Queues a scan of `kind` and waits until it is done; returns the job.
-fn scan(d: &Daemon, kind: &str) -> Value {
+pub fn scan(d: &Daemon, kind: &str) -> Value {
     let r = post(d, "/api/v1/scan-jobs", ADMIN, json!({ "kind": kind }));
     r.expect(202);
     let v = r.json();

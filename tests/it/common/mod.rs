@@ -633,3 +633,20 @@ pub const CHROMIUM_HEADLESS: &[&str] = &[
     "--disable-sync",
     "--ignore-certificate-errors",
 ];
+
+/// A deflated zip of `files`.
+pub fn zip_of(files: &[(&str, &[u8])]) -> Vec<u8> {
+    use std::io::Write;
+    let mut buf = std::io::Cursor::new(Vec::new());
+    {
+        let mut z = zip::ZipWriter::new(&mut buf);
+        let opt = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        for (n, d) in files {
+            z.start_file(*n, opt).unwrap();
+            z.write_all(d).unwrap();
+        }
+        z.finish().unwrap();
+    }
+    buf.into_inner()
+}
