@@ -20,6 +20,7 @@ pub mod live;
 pub mod mail;
 mod merge;
 pub mod migrate;
+pub mod probes;
 mod reader;
 pub mod threat;
 pub mod waf;
@@ -250,6 +251,8 @@ pub struct Config {
     pub reputation: threat::ReputationConfig,
     /// `[challenge]`: the proof-of-work challenge.
     pub challenge: challenge::ChallengeConfig,
+    /// `[probes]`: kernel probe backends and their detections.
+    pub probes: probes::ProbesConfig,
     /// The crawler-verification keys of `[reputation]`.
     pub crawler: crawler::CrawlerConfig,
     /// The value of every key a reload cannot apply, as written (absent: its default), for
@@ -399,6 +402,7 @@ pub fn from_table(
     let mail = mail::read(&mut r, &mut errs);
     let waf = waf::read(&mut r, &mut errs);
     let challenge = challenge::read(&mut r, &mut errs);
+    let probes = probes::read(&mut r, &mut errs);
     r.finish(&mut errs);
 
     if !errs.0.is_empty() {
@@ -421,6 +425,7 @@ pub fn from_table(
         threat,
         reputation,
         challenge,
+        probes,
         crawler,
         restart_values: live::restart_values(root),
     })
