@@ -197,10 +197,15 @@ impl Probes {
         Ok(enrichment)
     }
 
-    /// Stops every thread (readers unmap their rings first).
-    pub fn stop(self) {
+    /// Stops every thread (readers unmap their rings first); the rows go after.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    /// Ends every thread; the rows stay registered (showing the unmapped rings).
+    fn halt(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads {
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
     }

@@ -278,7 +278,7 @@ mod tests {
     #[test]
     fn exec_record_parses_head_chain_and_argv() {
         let mut b = with_head(EXEC_LEN);
-        put(&mut b, HEAD_LEN, &14u32.to_ne_bytes());
+        put(&mut b, HEAD_LEN, &13u32.to_ne_bytes());
         put(&mut b, HEAD_LEN + 8, b"/bin/sh\0");
         put(&mut b, HEAD_LEN + 8 + FILENAME_LEN, b"sh\0-c\0curl x\0");
         let e = exec(&b).unwrap();

@@ -235,3 +235,57 @@ fn verdict_worker(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::components::Components;
+    use crate::queue::Registry;
+
+    /// As root with the feature (CI): the kernel row measures bytes by consumer progress
+    /// while the ring is mapped, and after the reader unmaps it depth is unavailable and
+    /// the lag basis `unavailable` (spec, `<backend>.kernel`).
+    #[test]
+    fn kernel_row_after_unmap_has_no_depth_and_no_lag_basis() {
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "kernel probe tests need root"
+        );
+        let registry = Registry::new();
+        let components = Arc::new(Components::default());
+        let cfg = ProbesConfig {
+            backends: vec!["af_alg".into()],
+            ..ProbesConfig::default()
+        };
+        let mut probes = Probes::start(
+            &cfg,
+            Deps {
+                clock: crate::clock::SystemClock::shared(),
+                registry: registry.clone(),
+                components: components.clone(),
+                submit: Arc::new(|_| {}),
+                score: None,
+                proc_root: PathBuf::from("/proc"),
+                passwd: PathBuf::from("/etc/passwd"),
+            },
+        );
+        let rows = registry.snapshot();
+        let k = &rows["af_alg.kernel"];
+        assert_eq!(k.lag_basis, LagBasis::ConsumerProgress, "{rows:?}");
+        assert!(!k.depth_unavailable);
+        assert_eq!(k.waiting, Some(0));
+        assert!(rows.contains_key("bpf.af_alg.output"));
+        assert!(rows.contains_key("processctx.enrichment"));
+        assert!(rows.contains_key("processctx.proc_reads"));
+        assert!(!rows.contains_key("bpf.connection.verdict"));
+        probes.halt();
+        let k = &registry.snapshot()["af_alg.kernel"];
+        assert!(k.depth_unavailable);
+        assert_eq!(k.lag_basis, LagBasis::Unavailable);
+        assert_eq!(k.waiting, None);
+        probes.stop();
+        assert!(registry.snapshot().is_empty());
+    }
+}

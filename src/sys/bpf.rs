@@ -52,10 +52,12 @@ pub struct RingStats {
     pub consumed: u64,
 }
 
+/// Called with every record, as the kernel wrote it.
+pub type RecordHook = Box<dyn FnMut(&[u8]) + Send>;
+
 /// What a backend thread is told.
 pub struct Hooks {
-    /// Every record, as the kernel wrote it.
-    pub on_record: Box<dyn FnMut(&[u8]) + Send>,
+    pub on_record: RecordHook,
     /// After each poll.
     pub on_poll: Box<dyn FnMut(RingStats) + Send>,
     /// Once, after the ring is unmapped (the thread is ending).
@@ -107,7 +109,9 @@ fn occupancy(rb: &RingBuffer<'_>) -> Option<u64> {
             libbpf_rs::libbpf_sys::ring__consumer_pos(ring),
         )
     };
-    Some(u64::from(prod).saturating_sub(u64::from(cons)))
+    // c_ulong is u64 on the 64-bit targets the programs build for (`bpf/common.h`).
+    let (prod, cons): (u64, u64) = (prod, cons);
+    Some(prod.saturating_sub(cons))
 }
 
 /// Sum of the per-CPU drop counter.

@@ -45,7 +45,14 @@ fn probes_without_the_feature_are_reported_as_not_built() {
     }
     let doctor = d.cli(&["doctor", "--json"]);
     let text = String::from_utf8_lossy(&doctor.stdout);
-    assert!(text.contains("probe.execution"), "{text}");
+    assert!(text.contains("collector:probe.execution"), "{text}");
+    let status = d.cli(&["status"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains("kernel probes:"), "{text}");
+    assert!(
+        text.contains("probe.af_alg") && text.contains("not built"),
+        "{text}"
+    );
 }
 
 #[cfg(feature = "bpf")]
@@ -97,6 +104,12 @@ mod kernel {
         for c in &comps {
             assert_eq!(c["attached"], true, "{c}");
         }
+        let status = d.cli(&["status"]);
+        let text = String::from_utf8_lossy(&status.stdout);
+        assert!(
+            text.contains("probe.sensitive_files") && text.contains("attached"),
+            "{text}"
+        );
 
         // A PHP worker (a shell copied under the name php-fpm) running sh -c 'curl ...'.
         let php = dir.join("php-fpm");
