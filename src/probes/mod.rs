@@ -90,10 +90,14 @@ pub struct Probes {
     _rows: Vec<RowHandle>,
 }
 
+/// The detail of a backend component in a build without the `bpf` feature. `svc doctor`
+/// shows it as ok: a build choice, not a fault (decision 421).
+pub const NOT_BUILT: &str = "not built (cargo feature bpf)";
+
 /// Why the backends are not running, for their components.
 fn not_running_reason() -> Option<&'static str> {
     if !cfg!(feature = "bpf") {
-        return Some("not built (cargo feature bpf)");
+        return Some(NOT_BUILT);
     }
     if !nix::unistd::geteuid().is_root() {
         return Some("not started: kernel probes need root");
