@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need on Debian or Ubuntu, then runs
-# `cargo test --locked` (extra arguments go to cargo test). Run it as root: the tests change
+# `cargo test --locked --features bpf` (extra arguments go to cargo test): one test build,
+# with the kernel probes, which CI also lints. Run it as root: the tests change
 # file owners and create network namespaces, as the daemon does.
 #
 #   scripts/test.sh                 install (when something is missing), then the tests
@@ -29,10 +30,14 @@ cd "$(dirname "$0")/.."
 # 1280x800 and 390x844 to target/console-screenshots/, the CI artefact directory.
 # nginx also writes the access log the access-log test tails (tests/it/accesslog.rs).
 # man-db: the committed man pages must render without a warning (tests/it/lifecycle.rs).
+# clang, libbpf-dev, bpftool, libelf-dev, zlib1g-dev, pkg-config: the `bpf` feature compiles
+# bpf/*.bpf.c (clang) and links libbpf with libelf and zlib; the kernel-probe tests
+# (tests/it/probes.rs) load the programs as root; bpftool regenerates bpf/vmlinux.h.
 packages=(build-essential curl tzdata ca-certificates nftables iproute2
     clamav-daemon exim4-daemon-light apache2 libapache2-mod-security2 nginx
     libnginx-mod-http-modsecurity chromium argon2 apache2-utils openssl python3 python3-passlib
-    systemd systemd-journal-remote man-db)
+    systemd systemd-journal-remote man-db clang libbpf-dev bpftool libelf-dev zlib1g-dev
+    pkg-config)
 
 install_packages() {
     command -v apt-get >/dev/null 2>&1 || return 0
@@ -61,4 +66,4 @@ install_rust
 if [ "${1:-}" = --install-only ]; then
     exit 0
 fi
-exec cargo test --locked "$@"
+exec cargo test --locked --features bpf "$@"

@@ -41,6 +41,7 @@ pub mod lograte;
 pub mod mail;
 pub mod model;
 pub mod net;
+pub mod probes;
 pub mod queue;
 pub mod remedy;
 pub mod scan;

@@ -147,6 +147,16 @@ pub fn human(s: &Value) -> String {
         }
         _ => out.push_str("queues: none active\n"),
     }
+    // Kernel probe backends by name: attached, or why not (not built, cannot attach).
+    if let Some(w) = s.get("watchers").and_then(Value::as_object) {
+        let probes: Vec<_> = w.iter().filter(|(_, c)| c["kind"] == "probe").collect();
+        if !probes.is_empty() {
+            out.push_str("kernel probes:\n");
+            for (name, c) in probes {
+                out.push_str(&format!("  {name:<28} {}\n", str_of(&c["detail"])));
+            }
+        }
+    }
     if let Some(h) = s.get("http").filter(|h| h.is_object()) {
         let p = &h["phases"];
         out.push_str(&format!(

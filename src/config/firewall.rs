@@ -86,7 +86,11 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
-fn port_list(t: &mut TableReader<'_>, key: &'static str, errs: &mut Errors) -> Vec<PortRange> {
+pub(super) fn port_list(
+    t: &mut TableReader<'_>,
+    key: &'static str,
+    errs: &mut Errors,
+) -> Vec<PortRange> {
     let name = t.key(key);
     // Absent: the table's default, read the same way as a configured value.
     match t.raw_or_default(key).as_ref() {

@@ -21,6 +21,7 @@ pub mod live;
 pub mod mail;
 mod merge;
 pub mod migrate;
+pub mod probes;
 mod reader;
 pub mod threat;
 pub mod waf;
@@ -251,6 +252,8 @@ pub struct Config {
     pub reputation: threat::ReputationConfig,
     /// `[challenge]`: the proof-of-work challenge.
     pub challenge: challenge::ChallengeConfig,
+    /// `[probes]`: kernel probe backends and their detections.
+    pub probes: probes::ProbesConfig,
     /// The crawler-verification keys of `[reputation]`.
     pub crawler: crawler::CrawlerConfig,
     /// `[cms]`: content-management-system verification.
@@ -403,6 +406,7 @@ pub fn from_table(
     let waf = waf::read(&mut r, &mut errs);
     let challenge = challenge::read(&mut r, &mut errs);
     let cms = cms::read(&mut r, &mut errs);
+    let probes = probes::read(&mut r, &mut errs);
     r.finish(&mut errs);
 
     if !errs.0.is_empty() {
@@ -425,6 +429,7 @@ pub fn from_table(
         threat,
         reputation,
         challenge,
+        probes,
         crawler,
         cms,
         restart_values: live::restart_values(root),

@@ -259,6 +259,7 @@ struct Subsystems {
     challenge: Option<challenge::Running>,
     abuse: Option<Arc<crate::abuse::Reporter>>,
     waf: Arc<crate::waf::service::WafService>,
+    probes: crate::probes::Probes,
 }
 
 impl Subsystems {
@@ -447,6 +448,7 @@ impl Subsystems {
             )
             .map_err(StartError::subsystem("waf"))?
         };
+        let probes = start_probes(cfg, &clock, &registry, &components, &engine, &threat);
         engine
             .start()
             .map_err(StartError::subsystem("findings engine"))?;
@@ -480,11 +482,14 @@ impl Subsystems {
             challenge,
             abuse,
             waf,
+            probes,
         })
     }
 
     /// Stops what [`Front::stop`] left, each after what feeds it.
     fn shutdown(self) {
+        // Kernel probes first: their findings go to the engine stopped below.
+        self.probes.stop();
         if let Some(m) = self.mail_log {
             m.stop();
         }
@@ -657,6 +662,44 @@ impl Front {
 
 /// Abuse reporting (`[reputation.report]`, read at start): confirmed automatic blocks go
 /// to the configured destinations. `None` when off or without an auto-block engine.
+/// The kernel probes (issue 29): never fatal, a backend that cannot start is a detached
+/// component. The threat database answers the advisory reputation lookups.
+fn start_probes(
+    cfg: &Config,
+    clock: &crate::clock::SharedClock,
+    registry: &Arc<Registry>,
+    components: &Arc<crate::components::Components>,
+    engine: &Arc<Engine>,
+    threat: &Arc<crate::threat::Threat>,
+) -> crate::probes::Probes {
+    let weak = Arc::downgrade(engine);
+    let db = threat.db.clone();
+    let score_clock = clock.clone();
+    crate::probes::Probes::start(
+        &cfg.probes,
+        crate::probes::Deps {
+            clock: clock.clone(),
+            registry: registry.clone(),
+            components: components.clone(),
+            submit: Arc::new(move |f| {
+                if let Some(e) = weak.upgrade() {
+                    e.submit(f);
+                }
+            }),
+            score: Some(Arc::new(move |ip| {
+                let now = score_clock.now().as_microsecond();
+                db.score_of(ip, now)
+                    .map(|(s, _, _)| crate::threat::score::shown(s))
+            })),
+            proc_root: std::path::PathBuf::from("/proc"),
+            passwd: crate::hostfs::reroot(
+                &cfg.engine.checks_root,
+                std::path::Path::new("/etc/passwd"),
+            ),
+        },
+    )
+}
+
 fn start_abuse_reporting(
     cfg: &Config,
     clock: &crate::clock::SharedClock,

@@ -39,7 +39,7 @@ fn legacy_token_migrates_once_keeping_comments_and_mode() {
     let config = dir.join("svc.toml");
     let legacy = "legacy-token-abcdefghijklmnop";
     let text = format!(
-        "# operator's comment\nstate_path = {:?} # inline comment\n\n[firewall]\nenabled = false\n\n[webui]\n# old single token\nauth_token = {legacy:?}\nlisten = \"127.0.0.1:0\"\n",
+        "# operator's comment\nstate_path = {:?} # inline comment\n\n[probes]\nbackends = []\n\n[firewall]\nenabled = false\n\n[webui]\n# old single token\nauth_token = {legacy:?}\nlisten = \"127.0.0.1:0\"\n",
         state.display().to_string()
     );
     std::fs::write(&config, &text).unwrap();

@@ -36,6 +36,7 @@ mod mail_accounts;
 mod mail_password;
 mod notify;
 mod persist;
+mod probes;
 mod quarantine;
 mod reload;
 mod remedy;

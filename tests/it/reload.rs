@@ -22,7 +22,7 @@ struct Cfg<'a> {
 impl Cfg<'_> {
     fn text(&self) -> String {
         let mut s = format!(
-            "state_path = {:?}\n[webui]\nlisten = \"127.0.0.1:0\"\nmetrics_token = {METRICS:?}\n",
+            "state_path = {:?}\n[probes]\nbackends = []\n[webui]\nlisten = \"127.0.0.1:0\"\nmetrics_token = {METRICS:?}\n",
             self.state.display().to_string()
         );
         for (name, token, scope) in self.tokens {

@@ -90,11 +90,16 @@ fn remove_dirs_of_finished_runs() {
     }
 }
 
+/// The `[probes]` table of [`base_config`]: kernel probes see every process of the host, so
+/// only tests/it/probes.rs (which replaces this table) starts them.
+pub const PROBES_OFF: &str = "[probes]\nbackends = []\n";
+
 /// A config for a test daemon. The firewall engine is off: tests run as root, and only
 /// tests that create their own network namespace (tests/it/firewall.rs) may touch nftables.
+/// The kernel probes are off ([`PROBES_OFF`]).
 pub fn base_config(state: &Path) -> String {
     format!(
-        "state_path = {state:?}\n\n[firewall]\nenabled = false\n\n[webui]\nlisten = \"127.0.0.1:0\"\nmetrics_token = {METRICS:?}\n\n[[webui.tokens]]\nname = \"ops-admin\"\ntoken = {ADMIN:?}\nscope = \"admin\"\n\n[[webui.tokens]]\nname = \"dash-read\"\ntoken = {READ:?}\nscope = \"read\"\n",
+        "state_path = {state:?}\n\n{PROBES_OFF}\n[firewall]\nenabled = false\n\n[webui]\nlisten = \"127.0.0.1:0\"\nmetrics_token = {METRICS:?}\n\n[[webui.tokens]]\nname = \"ops-admin\"\ntoken = {ADMIN:?}\nscope = \"admin\"\n\n[[webui.tokens]]\nname = \"dash-read\"\ntoken = {READ:?}\nscope = \"read\"\n",
         state = state.display().to_string()
     )
 }
