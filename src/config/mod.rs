@@ -14,6 +14,7 @@ pub mod challenge;
 pub mod crawler;
 pub mod dropins;
 pub mod firewall;
+pub mod fleet;
 pub mod geoip;
 pub mod keys;
 pub mod live;
@@ -252,6 +253,8 @@ pub struct Config {
     pub challenge: challenge::ChallengeConfig,
     /// The crawler-verification keys of `[reputation]`.
     pub crawler: crawler::CrawlerConfig,
+    /// `[fleet]`: the CrowdSec Local API link.
+    pub fleet: fleet::FleetConfig,
     /// The value of every key a reload cannot apply, as written (absent: its default), for
     /// `live::restart_required`.
     pub restart_values: Vec<(&'static str, Option<toml::Value>)>,
@@ -399,6 +402,7 @@ pub fn from_table(
     let mail = mail::read(&mut r, &mut errs);
     let waf = waf::read(&mut r, &mut errs);
     let challenge = challenge::read(&mut r, &mut errs);
+    let fleet = fleet::read(&mut r, &mut errs);
     r.finish(&mut errs);
 
     if !errs.0.is_empty() {
@@ -422,6 +426,7 @@ pub fn from_table(
         reputation,
         challenge,
         crawler,
+        fleet,
         restart_values: live::restart_values(root),
     })
 }

@@ -12,6 +12,7 @@ pub mod crawler;
 pub mod data;
 pub mod findings;
 pub mod firewall;
+pub mod fleet;
 pub mod history;
 pub mod incidents;
 pub mod kv;
