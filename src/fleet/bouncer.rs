@@ -15,7 +15,8 @@
 //!   route is never blocked for the LAPI; such a decision is refused and counted.
 //! - A deleted decision unblocks only a block of source `fleet`, and only when no other
 //!   live decision of the LAPI names the same address or range. Local blocks are never
-//!   removed by the LAPI.
+//!   removed or lengthened by the LAPI: a decision for an address a local block covers
+//!   counts as applied and leaves it as it is.
 //! - The first poll, and the first after any failure, asks the whole list
 //!   (`startup=true`): blocks of source `fleet` the list no longer holds are removed, so
 //!   deletions missed while the LAPI or the daemon was away are not kept.
@@ -111,6 +112,35 @@ impl Applier {
                 self.remove(n);
             }
         }
+        // An address or range a local block already covers stays the local decision: the
+        // LAPI neither lengthens nor, later, removes it.
+        let (local, new): (Vec<Decision>, Vec<Decision>) = {
+            let subnets: HashMap<Net, bool> = if a.new.iter().any(|d| !d.net.is_host()) {
+                self.firewall
+                    .list()
+                    .into_iter()
+                    .filter(|l| !l.dry_run && !l.net.is_host())
+                    .map(|l| (l.net, &*l.entry.source == SOURCE))
+                    .collect()
+            } else {
+                HashMap::new()
+            };
+            a.new.into_iter().partition(|d| {
+                if d.net.is_host() {
+                    self.firewall
+                        .check(d.net.addr())
+                        .block
+                        .is_some_and(|(_, e)| &*e.source != SOURCE)
+                } else {
+                    subnets.get(&d.net) == Some(&false)
+                }
+            })
+        };
+        for d in &local {
+            c.applied.fetch_add(1, Ordering::Relaxed);
+            self.active.entry(d.net).or_default().insert(d.id);
+        }
+        let a = Action { new, ..a };
         if !a.new.is_empty() {
             let items: Vec<BlockItem> = a
                 .new

@@ -314,7 +314,7 @@ pub fn alert(a: &AlertInput<'_>) -> Value {
         "source": { "scope": "Ip", "value": ip, "ip": ip },
         "decisions": [{
             "duration": duration_text(a.duration),
-            "origin": "svc",
+            "origin": "crowdsec",
             "scenario": a.scenario,
             "scope": "Ip",
             "type": "ban",

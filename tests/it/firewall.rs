@@ -250,6 +250,27 @@ impl Net {
     pub(crate) fn set(&self, name: &str) -> String {
         self.srv.nft(&["list", "set", "inet", "svc", name])
     }
+
+    /// [`Net::set`] in peer (a second daemon runs there: [`Net::peer_daemon`]).
+    pub(crate) fn peer_set(&self, name: &str) -> String {
+        self.peer.nft(&["list", "set", "inet", "svc", name])
+    }
+
+    /// Starts a second daemon inside peer with the firewall on, its API on 192.0.2.2 (so
+    /// the calling thread, in srv, reaches it over the veth pair).
+    pub(crate) fn peer_daemon(&self, tag: &str, more: &str) -> Daemon {
+        let dir = temp_dir(tag);
+        let state = dir.join("state");
+        let config = dir.join("svc.toml");
+        let text = base_config(&state)
+            .replace(
+                "[firewall]\nenabled = false\n",
+                "[firewall]\nenabled = true\ncheck_interval_seconds = 1\n",
+            )
+            .replace("listen = \"127.0.0.1:0\"", "listen = \"192.0.2.2:0\"");
+        std::fs::write(&config, format!("{text}{more}")).unwrap();
+        self.in_peer(move || Daemon::start_with(dir, config, state, &[]))
+    }
 }
 
 pub(crate) fn post(d: &Daemon, path: &str, token: &str, body: Value) -> Resp {
