@@ -17,8 +17,8 @@
 //!   live decision of the LAPI names the same address or range. Local blocks are never
 //!   removed or lengthened by the LAPI: a decision for an address a local block covers
 //!   counts as applied and leaves it as it is.
-//! - The first poll, and the first after any failure, asks the whole list
-//!   (`startup=true`): blocks of source `fleet` the list no longer holds are removed, so
+//! - The first poll, the first after any failure, and one every 10 minutes ask the whole
+//!   list (`startup=true`): blocks of source `fleet` the list no longer holds are removed, so
 //!   deletions missed while the LAPI or the daemon was away are not kept.
 //! - A LAPI that is down or answers errors changes nothing locally: blocks keep their
 //!   expiry; the row `fleet.lapi` shows the lag since the last successful poll.
@@ -318,4 +318,158 @@ pub fn offer(queue: &BoundedQueue<Action>, a: Action, stop: &dyn Fn() -> bool) -
 /// Parses a stream answer body (bounded by the HTTP client's cap).
 pub fn parse(body: &[u8]) -> Result<Stream, lapi::ParseError> {
     lapi::parse_stream(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::config::firewall::FirewallConfig;
+    use crate::firewall::engine::Options;
+    use crate::firewall::testns::TestNs;
+    use crate::queue::Registry;
+    use crate::store::Store;
+    use std::sync::atomic::AtomicU64;
+
+    fn ban(id: i64, net: &str) -> Decision {
+        Decision {
+            id,
+            net: Net::parse(net).unwrap(),
+            duration: Some(Duration::from_secs(3600)),
+            scenario: "crowdsecurity/ssh-bf".into(),
+            origin: "crowdsec".into(),
+        }
+    }
+
+    fn gone(id: i64, net: &str) -> Decision {
+        Decision {
+            duration: None,
+            ..ban(id, net)
+        }
+    }
+
+    /// The applier against a real engine in a namespace: sources, refusals, shared
+    /// addresses, local blocks and the full list's clean-up.
+    #[test]
+    fn decisions_become_fleet_blocks_and_never_touch_local_ones() {
+        let Some(ns) = TestNs::require("fleet") else {
+            return;
+        };
+        ns.enter();
+        let dir = std::env::temp_dir().join(format!("svc-fleet-apply-{}", ns.name));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open(&dir.join("svc.db")).unwrap();
+        let clock = ManualClock::new(jiff::Timestamp::now());
+        let registry = Registry::new();
+        let fw = Firewall::start(
+            Options {
+                file: FirewallConfig::default(),
+                auto_dry_run: false,
+                extra_tcp_in: vec![],
+                nft: crate::firewall::script::locate("nft").unwrap(),
+            },
+            clock.clone(),
+            store.clone(),
+            &registry,
+        )
+        .unwrap();
+        let link = Arc::new(Link::new(clock.clone(), &registry, Duration::from_secs(10)).unwrap());
+        let counters = Arc::new(Counters::default());
+        let mut ap = Applier::new(fw.clone(), counters.clone(), link);
+        let source = |ip: &str| {
+            fw.check(ip.parse().unwrap())
+                .block
+                .map(|(n, e)| (n.to_string(), e.source.to_string()))
+        };
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        // Local state: an allow entry and a block of this host's own.
+        fw.allow(
+            Net::parse("192.0.2.77").unwrap(),
+            "partner",
+            None,
+            &Actor::operator("t"),
+        )
+        .unwrap();
+        fw.block(
+            vec![BlockItem {
+                net: Net::parse("192.0.2.50").unwrap(),
+                reason: "local".into(),
+                duration: Some(Duration::from_secs(600)),
+            }],
+            &Actor::operator("t"),
+        )
+        .unwrap();
+
+        ap.apply(Action {
+            full: true,
+            new: vec![
+                ban(1, "192.0.2.10"),
+                ban(2, "192.0.2.10"),
+                ban(3, "198.51.100.0/24"),
+                ban(4, "192.0.2.77"),
+                ban(5, "192.0.2.50"),
+                ban(6, "127.0.0.1"),
+            ],
+            deleted: vec![],
+        });
+        assert_eq!(
+            source("192.0.2.10"),
+            Some(("192.0.2.10".into(), "fleet".into()))
+        );
+        assert_eq!(
+            source("198.51.100.9"),
+            Some(("198.51.100.0/24".into(), "fleet".into()))
+        );
+        assert_eq!(source("192.0.2.77"), None);
+        assert_eq!(
+            source("192.0.2.50"),
+            Some(("192.0.2.50".into(), "operator".into()))
+        );
+        assert_eq!(
+            n(&counters.applied),
+            4,
+            "two of one address, a range, a local block"
+        );
+        assert_eq!(n(&counters.refused), 2);
+        assert_eq!(n(&counters.refused_by[0]), 1, "allowed");
+        assert_eq!(n(&counters.refused_by[2]), 1, "local");
+        assert!(ns
+            .nft(&["list", "set", "inet", "svc", "block4"])
+            .contains("192.0.2.10"));
+
+        // One of two decisions of an address deleted: the block stays; both: it goes. A
+        // deleted decision never removes a local block.
+        ap.apply(Action {
+            full: false,
+            new: vec![],
+            deleted: vec![gone(1, "192.0.2.10"), gone(5, "192.0.2.50")],
+        });
+        assert!(source("192.0.2.10").is_some());
+        assert!(source("192.0.2.50").is_some());
+        ap.apply(Action {
+            full: false,
+            new: vec![],
+            deleted: vec![gone(2, "192.0.2.10")],
+        });
+        assert_eq!(source("192.0.2.10"), None);
+        assert_eq!(n(&counters.unblocked), 1);
+
+        // A full list without the range (deleted while we were away) removes it.
+        ap.apply(Action {
+            full: true,
+            new: vec![ban(7, "192.0.2.11")],
+            deleted: vec![],
+        });
+        assert_eq!(source("198.51.100.9"), None);
+        assert!(source("192.0.2.11").is_some());
+        assert!(
+            source("192.0.2.50").is_some(),
+            "local blocks are never stale"
+        );
+        assert_eq!(n(&counters.unblocked), 2);
+        fw.shutdown();
+        store.close();
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

@@ -51,6 +51,8 @@ pub const LINK_ROW: &str = "fleet.lapi";
 const SMALL_ANSWER_CAP: u64 = 64 * 1024;
 /// A token is renewed this long before it expires.
 const TOKEN_MARGIN_SECS: i64 = 60;
+/// How often the bouncer reads the whole decision list besides the deltas.
+const FULL_LIST_EVERY: Duration = Duration::from_secs(600);
 /// How often dedup marks whose decision ended are forgotten.
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
@@ -392,8 +394,19 @@ impl Fleet {
         let base = self.url("/v1/decisions/stream");
         let client = Client::new(&base, &self.roots, timeout, bouncer::ANSWER_CAP, 0);
         let poll = Duration::from_secs(self.cfg.poll_seconds);
+        // A delta can miss decisions a LAPI transaction committed after this bouncer's
+        // previous pull but stamped before it: the whole list is read again now and then.
+        let full_every = (FULL_LIST_EVERY.as_secs() / self.cfg.poll_seconds.max(1)).max(1);
+        let mut since_full: u64 = 0;
         while !self.stopping() {
+            since_full += 1;
+            if since_full >= full_every {
+                self.link.resync.store(true, Ordering::Release);
+            }
             let full = self.link.resync.swap(false, Ordering::AcqRel);
+            if full {
+                since_full = 0;
+            }
             let url = if full {
                 format!("{base}?startup=true")
             } else {

@@ -346,22 +346,16 @@ impl Spool {
             .write(move |c| crate::store::fleet::remove(c, &[id]));
         let mut st = self.state.lock();
         st.in_flight = 0;
-        match r {
-            Ok(_) => {
-                st.ids.remove(&id);
-                self.publish(&st);
-                drop(st);
-                self.health.set_flag(Flag::SpoolIo, false);
-                self.health.note_progress();
-                Ok(())
-            }
-            Err(e) => {
-                self.publish(&st);
-                drop(st);
-                self.health.set_flag(Flag::SpoolIo, true);
-                Err(e)
-            }
+        if r.is_ok() {
+            st.ids.remove(&id);
         }
+        self.publish(&st);
+        drop(st);
+        self.health.set_flag(Flag::SpoolIo, r.is_err());
+        if r.is_ok() {
+            self.health.note_progress();
+        }
+        r.map(|_| ())
     }
 
     /// Forgets dedup marks whose decision ended.

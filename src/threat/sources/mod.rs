@@ -272,17 +272,7 @@ impl Source for FirewallState {
         let c = f.check(ip);
         if let Some((net, e)) = &c.block {
             if !e.permanent() {
-                let until = e.expires_at().map(rfc3339).unwrap_or_default();
-                return Answer {
-                    blocked: true,
-                    ..Answer::score(
-                        100,
-                        format!(
-                            "blocked by {net} until {until}: {}",
-                            crate::text::for_log(&e.reason, 120)
-                        ),
-                    )
-                };
+                return blocked_until("blocked by", net, e);
             }
             return Answer::info(format!("blocked permanently by {net}"));
         }
@@ -300,6 +290,25 @@ impl Source for FirewallState {
             return Answer::info(format!("a dry-run block is recorded{until}"));
         }
         Answer::status(Status::NoData, "not blocked or allowed")
+    }
+}
+
+/// Score 100, blocked: `<what> <net> until <expiry>: <reason>`.
+fn blocked_until(
+    what: &str,
+    net: &crate::firewall::Net,
+    e: &crate::firewall::state::Entry,
+) -> Answer {
+    let until = e.expires_at().map(rfc3339).unwrap_or_default();
+    Answer {
+        blocked: true,
+        ..Answer::score(
+            100,
+            format!(
+                "{what} {net} until {until}: {}",
+                crate::text::for_log(&e.reason, 120)
+            ),
+        )
     }
 }
 
@@ -326,17 +335,7 @@ impl Source for Fleet {
         };
         let c = f.check(ip);
         if let Some((net, e)) = c.block.as_ref().filter(|(_, e)| &*e.source == FLEET_SOURCE) {
-            let until = e.expires_at().map(rfc3339).unwrap_or_default();
-            return Answer {
-                blocked: true,
-                ..Answer::score(
-                    100,
-                    format!(
-                        "blocked by the fleet ({net}) until {until}: {}",
-                        crate::text::for_log(&e.reason, 120)
-                    ),
-                )
-            };
+            return blocked_until("blocked by the fleet:", net, e);
         }
         if let Some((_, e)) = c
             .dry_run
