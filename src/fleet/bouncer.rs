@@ -17,8 +17,8 @@
 //!   live decision of the LAPI names the same address or range. Local blocks are never
 //!   removed or lengthened by the LAPI: a decision for an address a local block covers
 //!   counts as applied and leaves it as it is.
-//! - The first poll, the first after any failure, and one every 10 minutes ask the whole
-//!   list (`startup=true`): blocks of source `fleet` the list no longer holds are removed, so
+//! - The first poll, the first after any failure, one 15 s after a delta that brought
+//!   decisions, and one every 10 minutes ask the whole list (`startup=true`): blocks of source `fleet` the list no longer holds are removed, so
 //!   deletions missed while the LAPI or the daemon was away are not kept.
 //! - A LAPI that is down or answers errors changes nothing locally: blocks keep their
 //!   expiry; the row `fleet.lapi` shows the lag since the last successful poll.

@@ -53,6 +53,8 @@ const SMALL_ANSWER_CAP: u64 = 64 * 1024;
 const TOKEN_MARGIN_SECS: i64 = 60;
 /// How often the bouncer reads the whole decision list besides the deltas.
 const FULL_LIST_EVERY: Duration = Duration::from_secs(600);
+/// How soon after a delta with new decisions the whole list is read again.
+const FULL_LIST_AFTER_CHANGE: Duration = Duration::from_secs(15);
 /// How often dedup marks whose decision ended are forgotten.
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
@@ -396,16 +398,16 @@ impl Fleet {
         let poll = Duration::from_secs(self.cfg.poll_seconds);
         // A delta can miss decisions a LAPI transaction committed after this bouncer's
         // previous pull but stamped before it: the whole list is read again now and then.
-        let full_every = (FULL_LIST_EVERY.as_secs() / self.cfg.poll_seconds.max(1)).max(1);
-        let mut since_full: u64 = 0;
+        // Such a transaction is usually a burst (an import, a wave of alerts): a delta that
+        // brought decisions schedules a whole-list read shortly after.
+        let mut full_due = std::time::Instant::now() + FULL_LIST_EVERY;
         while !self.stopping() {
-            since_full += 1;
-            if since_full >= full_every {
+            if std::time::Instant::now() >= full_due {
                 self.link.resync.store(true, Ordering::Release);
             }
             let full = self.link.resync.swap(false, Ordering::AcqRel);
             if full {
-                since_full = 0;
+                full_due = std::time::Instant::now() + FULL_LIST_EVERY;
             }
             let url = if full {
                 format!("{base}?startup=true")
@@ -420,6 +422,10 @@ impl Fleet {
                 Ok(f) if f.status == 200 => match bouncer::parse(&f.body) {
                     Ok(s) => {
                         self.link.success();
+                        if !full && !s.new.is_empty() {
+                            let soon = std::time::Instant::now() + FULL_LIST_AFTER_CHANGE;
+                            full_due = full_due.min(soon);
+                        }
                         if let Some(a) = bouncer::action_of(s, full, &self.counters) {
                             if !bouncer::offer(queue, a, &|| self.stopping()) {
                                 return;
