@@ -324,8 +324,6 @@ pub fn parse(body: &[u8]) -> Result<Stream, lapi::ParseError> {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
-    use crate::config::firewall::FirewallConfig;
-    use crate::firewall::engine::Options;
     use crate::firewall::testns::TestNs;
     use crate::queue::Registry;
     use crate::store::Store;
@@ -362,18 +360,7 @@ mod tests {
         let store = Store::open(&dir.join("svc.db")).unwrap();
         let clock = ManualClock::new(jiff::Timestamp::now());
         let registry = Registry::new();
-        let fw = Firewall::start(
-            Options {
-                file: FirewallConfig::default(),
-                auto_dry_run: false,
-                extra_tcp_in: vec![],
-                nft: crate::firewall::script::locate("nft").unwrap(),
-            },
-            clock.clone(),
-            store.clone(),
-            &registry,
-        )
-        .unwrap();
+        let fw = crate::firewall::testns::engine(clock.clone(), store.clone(), &registry);
         let link = Arc::new(Link::new(clock.clone(), &registry, Duration::from_secs(10)).unwrap());
         let counters = Arc::new(Counters::default());
         let mut ap = Applier::new(fw.clone(), counters.clone(), link);
