@@ -168,6 +168,7 @@ fn end_to_end(n: usize) -> f64 {
             reason: "auto: ssh_bruteforce (score 40)".into(),
             counts: [1, 0, 0, 0, 0, 0, 0],
             at: 0,
+            expires: None,
         });
     }
     while got.load(Ordering::SeqCst) < n as u64 {

@@ -63,6 +63,9 @@ install_rust() {
 
 install_packages
 install_rust
+# The CrowdSec Local API of the fleet tests: Debian's packages extracted, not installed
+# (about 40 MB once, cached in /opt/crowdsec-test).
+scripts/crowdsec-test.sh
 if [ "${1:-}" = --install-only ]; then
     exit 0
 fi

@@ -29,6 +29,7 @@ pub mod dns;
 pub mod events;
 pub mod findings;
 pub mod firewall;
+pub mod fleet;
 pub mod fsutil;
 pub mod geoip;
 pub mod hostfs;

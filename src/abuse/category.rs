@@ -110,6 +110,7 @@ mod tests {
             reason: reason.into(),
             counts,
             at: 0,
+            expires: None,
         }
     }
 

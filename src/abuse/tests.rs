@@ -27,6 +27,7 @@ fn confirmed(ip: &str, check: &str) -> Confirmed {
         reason: format!("auto: {check} (score 40)"),
         counts: [8, 0, 0, 0, 0, 2, 0],
         at: 1_767_225_600_000_000,
+        expires: None,
     }
 }
 

@@ -22,6 +22,7 @@ mod events;
 mod findings;
 mod firewall;
 mod fixes;
+mod fleet;
 mod history;
 mod incident;
 mod mail;
@@ -89,6 +90,8 @@ pub struct Services {
     pub crawler: Arc<crate::crawler::Verifier>,
     /// CMS verification (`cms_verification` in the status).
     pub cms: Arc<crate::cms::CmsTask>,
+    /// Fleet mode (`[fleet]`): the CrowdSec LAPI link; `None` when off.
+    pub fleet: Option<Arc<crate::fleet::Fleet>>,
     /// Fixes of findings (`/api/v1/fix` and its family).
     pub fixer: Arc<crate::remedy::Fixer>,
     /// The file quarantine's handles as they are now (restore and bulk delete).

@@ -343,6 +343,8 @@ pub static ROUTES: &[Route] = &[
         access: Access::Admin,
         action: "email.quarantine.delete",
     },
+    // Fleet mode (fleet.rs)
+    get!("/api/v1/fleet", Access::Read, super::fleet::status),
     // WAF (waf.rs)
     get!("/api/v1/waf/stats", Access::Read, super::waf::stats),
     get!("/api/v1/waf/events", Access::Read, super::waf::events),

@@ -438,6 +438,9 @@ pub fn metrics(app: &App, _req: &Request, _c: &Caller) -> Response {
         }
     }
     super::metrics::crawler_metrics(&mut out, &app.services.crawler);
+    if let Some(f) = &app.services.fleet {
+        super::fleet::write_metrics(&mut out, f);
+    }
     Response::new(
         200,
         "text/plain; version=0.0.4; charset=utf-8",

@@ -365,6 +365,21 @@ pub static THREAT: Command = Command {
     exit: "",
 };
 
+pub static FLEET: Command = Command {
+    name: "fleet",
+    summary: "fleet mode (CrowdSec Local API): status (`svc fleet --help`)",
+    about: "Fleet mode: the link to the CrowdSec Local API, over the control socket (the same answer as GET /api/v1/fleet).",
+    positional: Positional::Verbs,
+    verbs: &[verb(
+        "status",
+        "",
+        "the LAPI link, decisions received/applied/refused/skipped, alerts sent/pending",
+        &[],
+    )],
+    flags: CLIENT,
+    exit: "",
+};
+
 pub static WEBSERVER_INTEGRATION: Command = Command {
     name: "webserver-integration",
     summary: "Apache/nginx snippets that send challenged addresses to the proof-of-work challenge: install, status, remove",
@@ -458,6 +473,7 @@ pub static COMMANDS: &[&Command] = &[
     &MAIL,
     &WAF,
     &THREAT,
+    &FLEET,
     &WEBSERVER_INTEGRATION,
     &UPDATE_BOT_RANGES,
     &UPDATE_CMS_VULNERABILITIES,

@@ -11,6 +11,7 @@ pub mod defs;
 pub mod doctor;
 pub mod family;
 pub mod firewall;
+pub mod fleet;
 pub mod gen;
 pub mod help;
 pub mod mail;
@@ -86,6 +87,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         "firewall" => family::run(&firewall::FAMILY, &a),
         "mail" => family::run(&mail::FAMILY, &a),
         "threat" => family::run(&threat::FAMILY, &a),
+        "fleet" => family::run(&fleet::FAMILY, &a),
         "waf" => waf::run(&a),
         "webserver-integration" => webserver::run(&a),
         "update-bot-ranges" => crawler::update_bot_ranges(&a),

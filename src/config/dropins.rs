@@ -31,6 +31,8 @@ pub const SECRET_KEYS: &[&str] = &[
     "reputation.spamfilter.url",
     "reputation.upstream.url",
     "mail.breach_api",
+    "fleet.bouncer_key",
+    "fleet.password",
 ];
 
 /// Prefix of the drop-ins the API writes (after operators' usual `10-`..`80-` names).

@@ -43,7 +43,21 @@ pub(super) fn restart_values(
     root: &toml::value::Table,
 ) -> Vec<(&'static str, Option<toml::Value>)> {
     KEYS.iter()
-        .filter_map(|k| Some((k.restart_name()?, value_at(root, k))))
+        .filter_map(|k| {
+            let name = k.restart_name()?;
+            let v = value_at(root, k);
+            // A secret is kept as its digest: a change is still seen, the value never
+            // reaches `Debug` output.
+            let v = if super::dropins::SECRET_KEYS.contains(&k.path) {
+                v.map(|v| {
+                    use sha2::Digest;
+                    toml::Value::String(hex::encode(sha2::Sha256::digest(v.to_string())))
+                })
+            } else {
+                v
+            };
+            Some((name, v))
+        })
         .collect()
 }
 

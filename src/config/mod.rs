@@ -15,6 +15,7 @@ pub mod cms;
 pub mod crawler;
 pub mod dropins;
 pub mod firewall;
+pub mod fleet;
 pub mod geoip;
 pub mod keys;
 pub mod live;
@@ -258,6 +259,8 @@ pub struct Config {
     pub crawler: crawler::CrawlerConfig,
     /// `[cms]`: content-management-system verification.
     pub cms: cms::CmsConfig,
+    /// `[fleet]`: the CrowdSec Local API link.
+    pub fleet: fleet::FleetConfig,
     /// The value of every key a reload cannot apply, as written (absent: its default), for
     /// `live::restart_required`.
     pub restart_values: Vec<(&'static str, Option<toml::Value>)>,
@@ -407,6 +410,7 @@ pub fn from_table(
     let challenge = challenge::read(&mut r, &mut errs);
     let cms = cms::read(&mut r, &mut errs);
     let probes = probes::read(&mut r, &mut errs);
+    let fleet = fleet::read(&mut r, &mut errs);
     r.finish(&mut errs);
 
     if !errs.0.is_empty() {
@@ -432,6 +436,7 @@ pub fn from_table(
         probes,
         crawler,
         cms,
+        fleet,
         restart_values: live::restart_values(root),
     })
 }

@@ -17,6 +17,7 @@ pub const SOURCE_NAMES: &[&str] = &[
     "local_db",
     "blocklist",
     "firewall",
+    "fleet",
     "geoip",
     "rdap",
     "ipfeed",

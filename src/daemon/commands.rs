@@ -145,6 +145,14 @@ pub static COMMANDS: &[Command] = &[
         run: |c, name, args| crate::waf::control::cli(&c.waf, &c.store, &c.clock, name, args),
     },
     Command {
+        name: "fleet.status",
+        summary: "svc fleet status: the LAPI link, decisions and alerts",
+        run: |c, _, _| match &c.app.services.fleet {
+            Some(f) => f.status(),
+            None => json!({ "enabled": false }),
+        },
+    },
+    Command {
         name: "threat.*",
         summary: "svc threat: lookup, block, whitelist, clear, stats, undo",
         run: threat,

@@ -258,6 +258,7 @@ struct Subsystems {
     threat: Arc<crate::threat::Threat>,
     challenge: Option<challenge::Running>,
     abuse: Option<Arc<crate::abuse::Reporter>>,
+    fleet: Option<Arc<crate::fleet::Fleet>>,
     waf: Arc<crate::waf::service::WafService>,
     probes: crate::probes::Probes,
 }
@@ -419,6 +420,7 @@ impl Subsystems {
         let challenge = challenge::start(cfg, clock.clone(), &store, &threat)
             .map_err(StartError::subsystem("challenge"))?;
         let abuse = start_abuse_reporting(cfg, &clock, &store, &registry, &threat)?;
+        let fleet = start_fleet(cfg, &clock, &store, &registry, &firewall, &threat)?;
         threat.add_exemption(crawler.clone());
         let waf = {
             let hook: Option<crate::waf::collector::EscalateHook> = match &firewall {
@@ -481,6 +483,7 @@ impl Subsystems {
             threat,
             challenge,
             abuse,
+            fleet,
             waf,
             probes,
         })
@@ -511,6 +514,11 @@ impl Subsystems {
         // After the last block: waiting reports reach the spool; the senders stop.
         if let Some(a) = &self.abuse {
             a.shutdown();
+        }
+        // After the last block: waiting alerts reach the spool; waiting actions are applied
+        // before the firewall stops.
+        if let Some(f) = &self.fleet {
+            f.shutdown();
         }
         self.firewall.shutdown();
         // After the last finding: the final snapshot flush.
@@ -567,6 +575,7 @@ impl Front {
             challenge: sub.challenge.as_ref().map(|r| r.challenge.clone()),
             crawler: sub.crawler.clone(),
             cms: sub.cms.clone(),
+            fleet: sub.fleet.clone(),
             fixer: Arc::new(crate::remedy::Fixer::new(
                 sub.jobs.context().clone(),
                 quarantine.clone(),
@@ -730,6 +739,35 @@ fn start_abuse_reporting(
         ab.add_sink(r.clone());
     }
     Ok(r)
+}
+
+/// Fleet mode (`[fleet]`, read at start): LAPI decisions become firewall blocks, and
+/// confirmed automatic blocks become LAPI alerts. `None` when off.
+fn start_fleet(
+    cfg: &Config,
+    clock: &crate::clock::SharedClock,
+    store: &Store,
+    registry: &Arc<crate::queue::Registry>,
+    firewall: &crate::firewall::Handle,
+    threat: &Arc<crate::threat::Threat>,
+) -> Result<Option<Arc<crate::fleet::Fleet>>, StartError> {
+    let fw = firewall.engine().ok().cloned();
+    let f = crate::fleet::Fleet::new(
+        &cfg.fleet,
+        fw,
+        threat.autoblock.is_some(),
+        clock.clone(),
+        store.clone(),
+        registry,
+    )
+    .map_err(StartError::subsystem("fleet"))?;
+    if let Some(f) = &f {
+        f.start().map_err(StartError::subsystem("fleet"))?;
+        if let (true, Some(ab)) = (f.watching(), &threat.autoblock) {
+            ab.add_sink(f.clone());
+        }
+    }
+    Ok(f)
 }
 
 /// Starts the crawler verifier (always: it answers `NoClaim` while verification is off, so

@@ -103,3 +103,24 @@ impl Drop for TestNs {
         let _ = run("ip", &["netns", "del", &self.name]);
     }
 }
+
+/// A firewall engine with the default `[firewall]` settings, automatic blocks taking effect
+/// (not dry run), in the namespace the calling thread entered.
+pub fn engine(
+    clock: crate::clock::SharedClock,
+    store: crate::store::Store,
+    registry: &std::sync::Arc<crate::queue::Registry>,
+) -> std::sync::Arc<super::Firewall> {
+    super::Firewall::start(
+        super::engine::Options {
+            file: crate::config::firewall::FirewallConfig::default(),
+            auto_dry_run: false,
+            extra_tcp_in: vec![],
+            nft: super::script::locate("nft").expect("nft"),
+        },
+        clock,
+        store,
+        registry,
+    )
+    .expect("the firewall engine")
+}

@@ -14,6 +14,7 @@ pub mod data;
 pub mod file_index;
 pub mod findings;
 pub mod firewall;
+pub mod fleet;
 pub mod history;
 pub mod incidents;
 pub mod kv;

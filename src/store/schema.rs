@@ -554,6 +554,23 @@ const MIGRATIONS: &[&str] = &[
         built INTEGER NOT NULL,
         files INTEGER NOT NULL
     ) WITHOUT ROWID;",
+    // Fleet mode (issue 30, see store/fleet.rs): alerts waiting for the CrowdSec LAPI
+    // (`fleet.spool`) and the address and scenario pairs pushed, until their decision ends
+    // (the dedup window, durable across restarts).
+    "CREATE TABLE fleet_spool (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        created INTEGER NOT NULL,
+        ip TEXT NOT NULL,
+        scenario TEXT NOT NULL,
+        alert TEXT NOT NULL
+    );
+    CREATE TABLE fleet_pushed (
+        ip TEXT NOT NULL,
+        scenario TEXT NOT NULL,
+        until INTEGER NOT NULL,
+        PRIMARY KEY (ip, scenario)
+    ) WITHOUT ROWID;
+    CREATE INDEX fleet_pushed_until ON fleet_pushed(until);",
 ];
 
 /// Applies pending migrations.

@@ -107,6 +107,8 @@ pub struct Confirmed {
     pub counts: [u64; 7],
     /// Microseconds since the epoch.
     pub at: i64,
+    /// When the block ends (microseconds since the epoch); `None`: permanent.
+    pub expires: Option<i64>,
 }
 
 /// Takes confirmed blocks; called on the state owner's thread, so it must never wait.
@@ -364,7 +366,14 @@ impl AutoBlock {
         self.sinks.write().push(s);
     }
 
-    fn confirm(&self, ip: IpAddr, trigger: Option<&Trigger>, reason: &str, now: i64) {
+    fn confirm(
+        &self,
+        ip: IpAddr,
+        trigger: Option<&Trigger>,
+        reason: &str,
+        now: i64,
+        expires_at: Option<jiff::Timestamp>,
+    ) {
         let sinks = self.sinks.read();
         if sinks.is_empty() {
             return;
@@ -376,6 +385,7 @@ impl AutoBlock {
             reason: reason.to_string(),
             counts,
             at: now,
+            expires: expires_at.map(|t| t.as_microsecond()),
         };
         sinks.iter().for_each(|s| s.confirmed(&c));
     }
@@ -519,7 +529,7 @@ impl AutoBlock {
                                 let until = expires_at.map_or(i64::MAX, |t| t.as_second());
                                 self.db.set_evidence(ip, Evidence::Expiring(until), now);
                                 self.digest.note(ip, &reason, SOURCE, expires_at, false);
-                                self.confirm(ip, batch.get(&ip), &reason, now);
+                                self.confirm(ip, batch.get(&ip), &reason, now, expires_at);
                                 done.push(ip);
                             }
                             Outcome::DryRun { expires_at, .. } => {

@@ -10,9 +10,7 @@ use super::actions::{Action, Caller, Res};
 use super::db::Evidence;
 use super::{Deps, Threat};
 use crate::clock::{Clock, ManualClock};
-use crate::config::firewall::FirewallConfig;
 use crate::config::threat::{ReputationConfig, ThreatConfig};
-use crate::firewall::engine::Options;
 use crate::firewall::testns::TestNs;
 use crate::firewall::{Actor, BlockItem, Firewall, Handle, Net};
 use crate::queue::Registry;
@@ -39,18 +37,7 @@ impl Rig {
         let store = Store::open(&dir.join("svc.db")).unwrap();
         let clock = ManualClock::new(jiff::Timestamp::now());
         let registry = Registry::new();
-        let fw = Firewall::start(
-            Options {
-                file: FirewallConfig::default(),
-                auto_dry_run: false,
-                extra_tcp_in: vec![],
-                nft: crate::firewall::script::locate("nft").unwrap(),
-            },
-            clock.clone(),
-            store.clone(),
-            &registry,
-        )
-        .unwrap();
+        let fw = crate::firewall::testns::engine(clock.clone(), store.clone(), &registry);
         let alerts = crate::alerts::Alerts::start(
             &crate::config::alerts::AlertsConfig::default(),
             clock.clone(),

@@ -215,16 +215,7 @@ impl Net {
     /// [`Net::daemon`] with the API listening on `listen` (in srv).
     pub(crate) fn daemon_on(&self, tag: &str, listen: &str, firewall: &str, more: &str) -> Daemon {
         self.srv.enter();
-        let dir = temp_dir(tag);
-        let state = dir.join("state");
-        let config = dir.join("svc.toml");
-        let text = base_config(&state)
-            .replace(
-                "[firewall]\nenabled = false\n",
-                &format!("[firewall]\nenabled = true\ncheck_interval_seconds = 1\n{firewall}\n"),
-            )
-            .replace("listen = \"127.0.0.1:0\"", &format!("listen = {listen:?}"));
-        std::fs::write(&config, format!("{text}{more}")).unwrap();
+        let (dir, config, state) = firewall_daemon_files(tag, listen, firewall, more);
         Daemon::start_with(dir, config, state, &[])
     }
 
@@ -250,6 +241,39 @@ impl Net {
     pub(crate) fn set(&self, name: &str) -> String {
         self.srv.nft(&["list", "set", "inet", "svc", name])
     }
+
+    /// [`Net::set`] in peer (a second daemon runs there: [`Net::peer_daemon`]).
+    pub(crate) fn peer_set(&self, name: &str) -> String {
+        self.peer.nft(&["list", "set", "inet", "svc", name])
+    }
+
+    /// Starts a second daemon inside peer with the firewall on, its API on 192.0.2.2 (so
+    /// the calling thread, in srv, reaches it over the veth pair).
+    pub(crate) fn peer_daemon(&self, tag: &str, more: &str) -> Daemon {
+        let (dir, config, state) = firewall_daemon_files(tag, "192.0.2.2:0", "", more);
+        self.in_peer(move || Daemon::start_with(dir, config, state, &[]))
+    }
+}
+
+/// A daemon's directory, configuration (firewall on, the API on `listen`, `firewall` keys
+/// and `more` appended) and state path.
+fn firewall_daemon_files(
+    tag: &str,
+    listen: &str,
+    firewall: &str,
+    more: &str,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let dir = temp_dir(tag);
+    let state = dir.join("state");
+    let config = dir.join("svc.toml");
+    let text = base_config(&state)
+        .replace(
+            "[firewall]\nenabled = false\n",
+            &format!("[firewall]\nenabled = true\ncheck_interval_seconds = 1\n{firewall}\n"),
+        )
+        .replace("listen = \"127.0.0.1:0\"", &format!("listen = {listen:?}"));
+    std::fs::write(&config, format!("{text}{more}")).unwrap();
+    (dir, config, state)
 }
 
 pub(crate) fn post(d: &Daemon, path: &str, token: &str, body: Value) -> Resp {

@@ -23,6 +23,7 @@ mod data;
 mod engine;
 mod events;
 mod firewall;
+mod fleet;
 mod framing;
 mod front;
 mod history;

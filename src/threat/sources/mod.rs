@@ -99,6 +99,9 @@ pub fn build(env: &Env, t: &ThreatConfig, r: &ReputationConfig) -> Result<Built,
         Arc::new(FirewallState {
             firewall: env.firewall.clone(),
         }),
+        Arc::new(Fleet {
+            firewall: env.firewall.clone(),
+        }),
     ];
     if let Some(g) = &env.geoip {
         sources.push(Arc::new(Geo {
@@ -269,17 +272,7 @@ impl Source for FirewallState {
         let c = f.check(ip);
         if let Some((net, e)) = &c.block {
             if !e.permanent() {
-                let until = e.expires_at().map(rfc3339).unwrap_or_default();
-                return Answer {
-                    blocked: true,
-                    ..Answer::score(
-                        100,
-                        format!(
-                            "blocked by {net} until {until}: {}",
-                            crate::text::for_log(&e.reason, 120)
-                        ),
-                    )
-                };
+                return blocked_until("blocked by", net, e);
             }
             return Answer::info(format!("blocked permanently by {net}"));
         }
@@ -297,6 +290,64 @@ impl Source for FirewallState {
             return Answer::info(format!("a dry-run block is recorded{until}"));
         }
         Answer::status(Status::NoData, "not blocked or allowed")
+    }
+}
+
+/// Score 100, blocked: `<what> <net> until <expiry>: <reason>`.
+fn blocked_until(
+    what: &str,
+    net: &crate::firewall::Net,
+    e: &crate::firewall::state::Entry,
+) -> Answer {
+    let until = e.expires_at().map(rfc3339).unwrap_or_default();
+    Answer {
+        blocked: true,
+        ..Answer::score(
+            100,
+            format!(
+                "{what} {net} until {until}: {}",
+                crate::text::for_log(&e.reason, 120)
+            ),
+        )
+    }
+}
+
+/// A block of source `fleet`: a ban decision of the CrowdSec Local API (fleet mode) that
+/// took effect here.
+pub struct Fleet {
+    pub firewall: Handle,
+}
+
+/// The firewall source of blocks made for the LAPI (`fleet::bouncer::SOURCE`).
+const FLEET_SOURCE: &str = "fleet";
+
+impl Source for Fleet {
+    fn name(&self) -> &'static str {
+        "fleet"
+    }
+
+    fn lookup(&self, ip: IpAddr, _q: &Query) -> Answer {
+        let Ok(f) = self.firewall.engine() else {
+            return Answer::status(
+                Status::NoData,
+                "no fleet decision (firewall engine not running)",
+            );
+        };
+        let c = f.check(ip);
+        if let Some((net, e)) = c.block.as_ref().filter(|(_, e)| &*e.source == FLEET_SOURCE) {
+            return blocked_until("blocked by the fleet:", net, e);
+        }
+        if let Some((_, e)) = c
+            .dry_run
+            .as_ref()
+            .filter(|(_, e)| &*e.source == FLEET_SOURCE)
+        {
+            return Answer::info(format!(
+                "a fleet decision is recorded as a dry run: {}",
+                crate::text::for_log(&e.reason, 120)
+            ));
+        }
+        Answer::status(Status::NoData, "no fleet decision")
     }
 }
 
