@@ -163,6 +163,7 @@ const ACCOUNT_CHECKS: &[&str] = &[
     super::perf::CMS_CRON_CHECK,
     super::phishing::CHECK,
     super::uploads::CHECK,
+    super::taint::CHECK,
 ];
 
 impl JobKind {

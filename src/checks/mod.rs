@@ -20,6 +20,7 @@ pub mod phpini;
 pub mod sink;
 pub mod sshd;
 pub mod suid;
+pub mod taint;
 pub mod uploads;
 pub mod walk;
 pub mod webroot;
@@ -73,7 +74,7 @@ static CRITICAL: [NamedCheck; 3] = [
     },
 ];
 
-static DEEP: [NamedCheck; 8] = [
+static DEEP: [NamedCheck; 9] = [
     NamedCheck {
         name: webroot::CHECK,
         run: webroot::world_writable_php,
@@ -106,6 +107,10 @@ static DEEP: [NamedCheck; 8] = [
         name: uploads::CHECK,
         run: uploads::executables,
     },
+    NamedCheck {
+        name: taint::CHECK,
+        run: taint::php_taint_flows,
+    },
 ];
 
 /// `waf_status`: ModSecurity missing on a present web server (with the install hint), or
@@ -127,7 +132,8 @@ pub fn critical_checks() -> &'static [NamedCheck] {
 }
 
 /// `world_writable_php`, `suid_unexpected`, `waf_status`, `perf_error_log`,
-/// `php_display_errors`, `perf_cms_cron`, `phishing_page`, `executable_in_uploads`.
+/// `php_display_errors`, `perf_cms_cron`, `phishing_page`, `executable_in_uploads`,
+/// `php_taint_flow`.
 pub fn deep_checks() -> &'static [NamedCheck] {
     &DEEP
 }
@@ -198,7 +204,8 @@ mod tests {
                 "php_display_errors",
                 "perf_cms_cron",
                 "phishing_page",
-                "executable_in_uploads"
+                "executable_in_uploads",
+                "php_taint_flow"
             ]
         );
         assert!(find_check("suid_unexpected").is_some());

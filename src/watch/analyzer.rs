@@ -175,6 +175,8 @@ pub struct Analyzer {
     pub restored: Arc<Restored>,
     users: HashMap<u32, Option<String>>,
     reconcile: Option<ReconcileWorker>,
+    /// PHP files go on to the taint analysis (`php_taint.requests`).
+    taint: Option<BoundedQueue<PathBuf>>,
     /// Reconcile walk errors already added to the component's error count.
     walk_errors_seen: u64,
     log: LogLimiter,
@@ -205,6 +207,7 @@ impl Analyzer {
             restored,
             users: HashMap::new(),
             reconcile: None,
+            taint: None,
             walk_errors_seen: 0,
             log: LogLimiter::per_minute(clock_for_log),
         }
@@ -214,6 +217,21 @@ impl Analyzer {
     pub fn with_reconcile(mut self, worker: ReconcileWorker) -> Analyzer {
         self.reconcile = Some(worker);
         self
+    }
+
+    /// Hands PHP files on to the taint analysis queue.
+    pub fn with_taint(mut self, queue: BoundedQueue<PathBuf>) -> Analyzer {
+        self.taint = Some(queue);
+        self
+    }
+
+    /// Offers a PHP file to the taint analysis; a full queue refuses it (a loss of its row).
+    fn offer_taint(&self, path: &Path) {
+        if let Some(q) = &self.taint {
+            if crate::scan::taint::is_php_path(path) {
+                let _ = q.try_push(path.to_path_buf());
+            }
+        }
     }
 
     /// Consumes the analyzer queue until it is closed or `stop` is set, walking the
@@ -320,6 +338,7 @@ impl Analyzer {
         }
         self.counters.files_scanned.fetch_add(1, Ordering::Relaxed);
         self.component.event(self.clock.now());
+        self.offer_taint(path);
         match self.signatures.scan_open_file(path, &file) {
             Ok(matches) => self.report(path, meta.uid(), matches),
             Err(e) => self.scan_error(path, &e),
@@ -363,6 +382,7 @@ impl Analyzer {
         }
         self.counters.files_scanned.fetch_add(1, Ordering::Relaxed);
         self.component.event(self.clock.now());
+        self.offer_taint(path);
         let matches = match self.signatures.scan_file(path) {
             Ok(m) => m,
             Err(e) if files::vanished(&e) => return,

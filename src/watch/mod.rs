@@ -6,5 +6,6 @@ pub mod authlog;
 pub mod collectors;
 pub mod files;
 pub mod tail;
+pub mod taint;
 
 pub use collectors::{start_collectors, CollectorError, Collectors};
