@@ -164,6 +164,8 @@ const ACCOUNT_CHECKS: &[&str] = &[
     super::phishing::CHECK,
     super::uploads::CHECK,
     super::taint::CHECK,
+    super::sitedb::OPTION_CHECK,
+    super::sitedb::POST_CHECK,
 ];
 
 impl JobKind {

@@ -18,6 +18,7 @@ pub mod perf;
 pub mod phishing;
 pub mod phpini;
 pub mod sink;
+pub mod sitedb;
 pub mod sshd;
 pub mod suid;
 pub mod taint;
@@ -74,7 +75,7 @@ static CRITICAL: [NamedCheck; 3] = [
     },
 ];
 
-static DEEP: [NamedCheck; 9] = [
+static DEEP: [NamedCheck; 11] = [
     NamedCheck {
         name: webroot::CHECK,
         run: webroot::world_writable_php,
@@ -111,6 +112,14 @@ static DEEP: [NamedCheck; 9] = [
         name: taint::CHECK,
         run: taint::php_taint_flows,
     },
+    NamedCheck {
+        name: sitedb::OPTION_CHECK,
+        run: sitedb::injected_options,
+    },
+    NamedCheck {
+        name: sitedb::POST_CHECK,
+        run: sitedb::injected_posts,
+    },
 ];
 
 /// `waf_status`: ModSecurity missing on a present web server (with the install hint), or
@@ -133,7 +142,7 @@ pub fn critical_checks() -> &'static [NamedCheck] {
 
 /// `world_writable_php`, `suid_unexpected`, `waf_status`, `perf_error_log`,
 /// `php_display_errors`, `perf_cms_cron`, `phishing_page`, `executable_in_uploads`,
-/// `php_taint_flow`.
+/// `php_taint_flow`, `db_option_injected`, `db_post_injected`.
 pub fn deep_checks() -> &'static [NamedCheck] {
     &DEEP
 }
@@ -205,7 +214,9 @@ mod tests {
                 "perf_cms_cron",
                 "phishing_page",
                 "executable_in_uploads",
-                "php_taint_flow"
+                "php_taint_flow",
+                "db_option_injected",
+                "db_post_injected"
             ]
         );
         assert!(find_check("suid_unexpected").is_some());
