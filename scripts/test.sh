@@ -29,10 +29,12 @@ cd "$(dirname "$0")/.."
 # 1280x800 and 390x844 to target/console-screenshots/, the CI artefact directory.
 # nginx also writes the access log the access-log test tails (tests/it/accesslog.rs).
 # man-db: the committed man pages must render without a warning (tests/it/lifecycle.rs).
+# mariadb-server: the site-database test (tests/it/sitedb.rs) runs mariadb-install-db and
+# mariadbd on a socket in its own directory, and the mariadb client to set up and check it.
 packages=(build-essential curl tzdata ca-certificates nftables iproute2
     clamav-daemon exim4-daemon-light apache2 libapache2-mod-security2 nginx
     libnginx-mod-http-modsecurity chromium argon2 apache2-utils openssl python3 python3-passlib
-    systemd systemd-journal-remote man-db)
+    systemd systemd-journal-remote man-db mariadb-server)
 
 install_packages() {
     command -v apt-get >/dev/null 2>&1 || return 0

@@ -38,6 +38,7 @@ mod quarantine;
 mod reload;
 mod remedy;
 mod server;
+mod sitedb;
 mod taint;
 mod threat;
 mod waf;
