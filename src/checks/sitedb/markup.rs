@@ -44,7 +44,7 @@ pub fn url_host(url: &str) -> Option<String> {
         _ => return None,
     };
     let end = rest
-        .find(|c: char| c == '/' || c == '?' || c == '#' || c == '\\')
+        .find(['/', '?', '#', '\\'])
         .unwrap_or(rest.len());
     let authority = &rest[..end];
     let host = authority.rsplit('@').next().unwrap_or(authority);
