@@ -43,9 +43,7 @@ pub fn url_host(url: &str) -> Option<String> {
         }
         _ => return None,
     };
-    let end = rest
-        .find(['/', '?', '#', '\\'])
-        .unwrap_or(rest.len());
+    let end = rest.find(['/', '?', '#', '\\']).unwrap_or(rest.len());
     let authority = &rest[..end];
     let host = authority.rsplit('@').next().unwrap_or(authority);
     let host = match host.rfind(':') {

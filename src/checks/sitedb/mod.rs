@@ -8,7 +8,7 @@
 //!
 //! Rows and bytes read are bounded ([`crate::store::sitedb`]); at most [`MAX_SITES`] sites a
 //! run. Findings name the site's `wp-config.php` as path and the row in details, never a
-//! credential. Cleaning is the fix of the finding (`crate::remedy`), after a backup of the
+//! credential. Cleaning is the fix of the finding (the remediation fix route), after a backup of the
 //! row to `db_object_backups`.
 
 pub mod markup;
