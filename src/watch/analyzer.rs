@@ -338,7 +338,6 @@ impl Analyzer {
         }
         self.counters.files_scanned.fetch_add(1, Ordering::Relaxed);
         self.component.event(self.clock.now());
-        self.offer_taint(path);
         match self.signatures.scan_open_file(path, &file) {
             Ok(matches) => self.report(path, meta.uid(), matches),
             Err(e) => self.scan_error(path, &e),
@@ -382,7 +381,6 @@ impl Analyzer {
         }
         self.counters.files_scanned.fetch_add(1, Ordering::Relaxed);
         self.component.event(self.clock.now());
-        self.offer_taint(path);
         let matches = match self.signatures.scan_file(path) {
             Ok(m) => m,
             Err(e) if files::vanished(&e) => return,
@@ -395,7 +393,13 @@ impl Analyzer {
     }
 
     /// Findings (and quarantine) for the matches of one file owned by `uid`.
+    /// A file no high-confidence signature matched goes on to the taint analysis (one
+    /// that such a signature matches is already a webshell finding, maybe quarantined; a
+    /// medium one such as `php_in_uploads` says where a file is, not what it does).
     fn report(&mut self, path: &Path, uid: u32, matches: Vec<Match>) {
+        if !matches.iter().any(Match::is_high_confidence) {
+            self.offer_taint(path);
+        }
         if matches.is_empty() {
             return;
         }

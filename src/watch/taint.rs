@@ -1,6 +1,6 @@
-//! `php_taint.requests`: PHP files the file analyzer saw written, moved or linked in wait
-//! here for the taint analysis ([`crate::scan::taint`]) on a thread of their own, so a
-//! burst of uploads never slows the signature scan. A flow becomes a `php_taint_flow`
+//! `php_taint.requests`: PHP files the file analyzer saw written, moved or linked in, and
+//! that no high-confidence signature matched, wait here for the taint analysis ([`crate::scan::taint`]) on
+//! a thread of their own, so a burst of uploads never slows the signature scan. A flow becomes a `php_taint_flow`
 //! finding carrying the file's owner as account. A full queue refuses the file (a loss of
 //! the row); a recovered panic of the analysis is lost work.
 
