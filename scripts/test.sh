@@ -30,6 +30,8 @@ cd "$(dirname "$0")/.."
 # 1280x800 and 390x844 to target/console-screenshots/, the CI artefact directory.
 # nginx also writes the access log the access-log test tails (tests/it/accesslog.rs).
 # man-db: the committed man pages must render without a warning (tests/it/lifecycle.rs).
+# mariadb-server: the site-database test (tests/it/sitedb.rs) runs mariadb-install-db and
+# mariadbd on a socket in its own directory, and the mariadb client to set up and check it.
 # clang, libbpf-dev, bpftool, libelf-dev, zlib1g-dev, pkg-config: the `bpf` feature compiles
 # bpf/*.bpf.c (clang) and links libbpf with libelf and zlib; the kernel-probe tests
 # (tests/it/probes.rs) load the programs as root; bpftool regenerates bpf/vmlinux.h.
@@ -37,7 +39,7 @@ packages=(build-essential curl tzdata ca-certificates nftables iproute2
     clamav-daemon exim4-daemon-light apache2 libapache2-mod-security2 nginx
     libnginx-mod-http-modsecurity chromium argon2 apache2-utils openssl python3 python3-passlib
     systemd systemd-journal-remote man-db clang libbpf-dev bpftool libelf-dev zlib1g-dev
-    pkg-config)
+    pkg-config mariadb-server)
 
 install_packages() {
     command -v apt-get >/dev/null 2>&1 || return 0

@@ -29,6 +29,9 @@ pub fn fix_for(check: &str) -> &'static str {
         "perf_error_log" => "Truncate the log (offered as a fix), then find what logs on every request: a PHP notice in a plugin or theme, usually.",
         "php_display_errors" => "Set display_errors = Off in the site's PHP settings (offered as a fix) and log errors instead; visitors must not see paths and queries.",
         "perf_cms_cron" => "Set DISABLE_WP_CRON in wp-config.php and run wp-cron.php from the account's crontab every 15 minutes (offered as a fix).",
+        "php_taint_flow" => "Request data reaches code execution, a shell command or an include in this file: remove or quarantine it unless it is the site's own code, then fix that code to validate its input (allowlist, intval, escapeshellarg).",
+        "db_option_injected" => "Clean the option (offered as a fix; the old value is kept in the database-object backups), change the site's admin and database passwords, and find the plugin or account that wrote it.",
+        "db_post_injected" => "Remove the injected script or iframe from the post in the editor, change the site's admin passwords, and look for the same markup in other posts and options.",
         c if c.starts_with("hardening_") => "Change the setting the finding names to the value the hardening report recommends, then run the audit again.",
         _ => GENERIC_FIX,
     }

@@ -164,6 +164,9 @@ const ACCOUNT_CHECKS: &[&str] = &[
     super::perf::CMS_CRON_CHECK,
     super::phishing::CHECK,
     super::uploads::CHECK,
+    super::taint::CHECK,
+    super::sitedb::OPTION_CHECK,
+    super::sitedb::POST_CHECK,
 ];
 
 impl JobKind {

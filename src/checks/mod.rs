@@ -19,8 +19,10 @@ pub mod perf;
 pub mod phishing;
 pub mod phpini;
 pub mod sink;
+pub mod sitedb;
 pub mod sshd;
 pub mod suid;
+pub mod taint;
 pub mod uploads;
 pub mod walk;
 pub mod webroot;
@@ -74,7 +76,7 @@ static CRITICAL: [NamedCheck; 3] = [
     },
 ];
 
-static DEEP: [NamedCheck; 8] = [
+static DEEP: [NamedCheck; 11] = [
     NamedCheck {
         name: webroot::CHECK,
         run: webroot::world_writable_php,
@@ -107,6 +109,18 @@ static DEEP: [NamedCheck; 8] = [
         name: uploads::CHECK,
         run: uploads::executables,
     },
+    NamedCheck {
+        name: taint::CHECK,
+        run: taint::php_taint_flows,
+    },
+    NamedCheck {
+        name: sitedb::OPTION_CHECK,
+        run: sitedb::injected_options,
+    },
+    NamedCheck {
+        name: sitedb::POST_CHECK,
+        run: sitedb::injected_posts,
+    },
 ];
 
 /// `waf_status`: ModSecurity missing on a present web server (with the install hint), or
@@ -128,7 +142,8 @@ pub fn critical_checks() -> &'static [NamedCheck] {
 }
 
 /// `world_writable_php`, `suid_unexpected`, `waf_status`, `perf_error_log`,
-/// `php_display_errors`, `perf_cms_cron`, `phishing_page`, `executable_in_uploads`.
+/// `php_display_errors`, `perf_cms_cron`, `phishing_page`, `executable_in_uploads`,
+/// `php_taint_flow`, `db_option_injected`, `db_post_injected`.
 pub fn deep_checks() -> &'static [NamedCheck] {
     &DEEP
 }
@@ -199,7 +214,10 @@ mod tests {
                 "php_display_errors",
                 "perf_cms_cron",
                 "phishing_page",
-                "executable_in_uploads"
+                "executable_in_uploads",
+                "php_taint_flow",
+                "db_option_injected",
+                "db_post_injected"
             ]
         );
         assert!(find_check("suid_unexpected").is_some());

@@ -18,6 +18,7 @@
 pub mod clean;
 pub mod htaccess;
 pub mod perf;
+pub mod sitedb;
 
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
@@ -67,6 +68,8 @@ pub enum FixAction {
     DisplayErrorsOff,
     /// `DISABLE_WP_CRON` in `wp-config.php` and `wp-cron.php` in the account's crontab.
     DisableCmsCron,
+    /// Clean an injected WordPress option (kept first in the database-object backups).
+    CleanDbOption,
 }
 
 impl FixAction {
@@ -83,6 +86,7 @@ impl FixAction {
             FixAction::CleanHtaccess => "Remove the injected directives only (PHP prepend/append files, PHP handlers for static files); the whole file is kept first as a pre-clean backup in the quarantine.",
             FixAction::TruncateErrorLog => "Empty the error_log (an empty file with the same owner and mode takes its place).",
             FixAction::DisplayErrorsOff => "Set display_errors = Off in the site's PHP settings file; the file is kept first as a pre-clean backup in the quarantine.",
+            FixAction::CleanDbOption => "Put the site's own URL back into siteurl/home, or remove the injected scripts and foreign iframes from the widget option; the old value is kept first in the database-object backups (db-object-backups).",
             FixAction::DisableCmsCron => "Define DISABLE_WP_CRON in wp-config.php (kept first as a pre-clean backup) and run wp-cron.php from the site owner's crontab every 15 minutes.",
         }
     }
@@ -97,6 +101,7 @@ pub fn plan(check: &str) -> Option<FixAction> {
         crate::checks::perf::ERROR_LOG_CHECK => Some(FixAction::TruncateErrorLog),
         crate::checks::perf::DISPLAY_ERRORS_CHECK => Some(FixAction::DisplayErrorsOff),
         crate::checks::perf::CMS_CRON_CHECK => Some(FixAction::DisableCmsCron),
+        crate::checks::sitedb::OPTION_CHECK => Some(FixAction::CleanDbOption),
         c if QUARANTINE_CHECKS.contains(&c) => Some(FixAction::Quarantine),
         _ => None,
     }
@@ -120,6 +125,11 @@ pub enum FixError {
     Unavailable,
     /// The file system refused.
     Failed { path: String, error: std::io::Error },
+    /// The site's database could not be read or written.
+    Database {
+        path: String,
+        error: crate::store::sitedb::SiteDbError,
+    },
 }
 
 impl FixError {
@@ -129,7 +139,7 @@ impl FixError {
             FixError::NoFix { .. } | FixError::NoPath | FixError::BadPath { .. } => 400,
             FixError::Changed { .. } => 409,
             FixError::Unavailable => 503,
-            FixError::Failed { .. } => 500,
+            FixError::Failed { .. } | FixError::Database { .. } => 500,
         }
     }
 }
@@ -157,6 +167,9 @@ impl std::fmt::Display for FixError {
                 )
             }
             FixError::Failed { path, error } => write!(f, "fixing {} failed: {error}", esc(path)),
+            FixError::Database { path, error } => {
+                write!(f, "fixing the database of {} failed: {error}", esc(path))
+            }
         }
     }
 }
@@ -165,6 +178,7 @@ impl std::error::Error for FixError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             FixError::Failed { error, .. } => Some(error),
+            FixError::Database { error, .. } => Some(error),
             _ => None,
         }
     }
@@ -184,6 +198,9 @@ pub struct Fixed {
     /// For a cleaning: the 1-based numbers of the removed lines.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub removed_lines: Vec<usize>,
+    /// For a database cleaning: the key of the database-object backup.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backup_key: Option<String>,
 }
 
 /// The quarantine handles as they are now (`None` while the file watcher restarts).
@@ -226,6 +243,7 @@ impl Fixer {
             FixAction::TruncateErrorLog => self.truncate_error_log(f, &path),
             FixAction::DisplayErrorsOff => self.display_errors_off(f, &path),
             FixAction::DisableCmsCron => self.cms_cron(f, &path),
+            FixAction::CleanDbOption => self.clean_db_option(f, &path),
         }
     }
 
@@ -277,6 +295,7 @@ impl Fixer {
             previous_mode: None,
             quarantine_id: Some(done.backup_id),
             removed_lines: done.removed_lines,
+            backup_key: None,
         })
     }
 
@@ -360,6 +379,7 @@ impl Fixer {
             previous_mode: Some(format!("{:04o}", info.mode)),
             quarantine_id: None,
             removed_lines: Vec::new(),
+            backup_key: None,
         })
     }
 
@@ -396,6 +416,7 @@ impl Fixer {
             previous_mode: None,
             quarantine_id: Some(id),
             removed_lines: Vec::new(),
+            backup_key: None,
         })
     }
 }

@@ -76,6 +76,7 @@ impl Fixer {
             previous_mode: None,
             quarantine_id: None,
             removed_lines: Vec::new(),
+            backup_key: None,
         })
     }
 

@@ -1,6 +1,7 @@
 //! Content scanning: shipped content signatures and file quarantine.
 pub mod quarantine;
 pub mod signatures;
+pub mod taint;
 
 #[cfg(test)]
 pub(crate) mod testdir {

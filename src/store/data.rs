@@ -169,6 +169,24 @@ pub fn db_object_backups(c: &Connection) -> rusqlite::Result<Vec<DbObjectBackup>
     rows.collect()
 }
 
+/// Keeps a database object before a fix changes or drops it: `statement` puts it back.
+pub fn add_db_object_backup(c: &Connection, b: &DbObjectBackup) -> rusqlite::Result<()> {
+    c.execute(
+        "INSERT INTO db_object_backups(key, account, database_name, kind, name, statement, created)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        rusqlite::params![
+            b.key,
+            b.account,
+            b.database,
+            b.kind,
+            b.name,
+            b.statement,
+            b.created.as_microsecond()
+        ],
+    )?;
+    Ok(())
+}
+
 /// One backup with its statement.
 pub fn db_object_backup(c: &Connection, key: &str) -> rusqlite::Result<Option<DbObjectBackup>> {
     c.query_row(

@@ -24,6 +24,7 @@ pub mod quarantine;
 pub mod scan_jobs;
 mod schema;
 pub mod sessions;
+pub mod sitedb;
 pub mod spool;
 pub mod suppressions;
 pub mod threat;

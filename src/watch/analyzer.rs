@@ -181,6 +181,8 @@ pub struct Analyzer {
     droppers: Option<Droppers>,
     /// Archives and installers verified before extraction (see [`crate::watch::staged`]).
     staged: Option<StagedPackages>,
+    /// PHP files go on to the taint analysis (`php_taint.requests`).
+    taint: Option<BoundedQueue<PathBuf>>,
     /// Reconcile walk errors already added to the component's error count.
     walk_errors_seen: u64,
     log: LogLimiter,
@@ -213,6 +215,7 @@ impl Analyzer {
             reconcile: None,
             droppers: None,
             staged: None,
+            taint: None,
             walk_errors_seen: 0,
             log: LogLimiter::per_minute(clock_for_log),
         }
@@ -234,6 +237,21 @@ impl Analyzer {
     pub fn with_staged_packages(mut self, staged: StagedPackages) -> Analyzer {
         self.staged = Some(staged);
         self
+    }
+
+    /// Hands PHP files on to the taint analysis queue.
+    pub fn with_taint(mut self, queue: BoundedQueue<PathBuf>) -> Analyzer {
+        self.taint = Some(queue);
+        self
+    }
+
+    /// Offers a PHP file to the taint analysis; a full queue refuses it (a loss of its row).
+    fn offer_taint(&self, path: &Path) {
+        if let Some(q) = &self.taint {
+            if crate::scan::taint::is_php_path(path) {
+                let _ = q.try_push(path.to_path_buf());
+            }
+        }
     }
 
     /// Consumes the analyzer queue until it is closed or `stop` is set, walking the
@@ -480,7 +498,13 @@ impl Analyzer {
     }
 
     /// Findings (and quarantine) for the matches of one file owned by `uid`.
+    /// A file no high-confidence signature matched goes on to the taint analysis (one
+    /// that such a signature matches is already a webshell finding, maybe quarantined; a
+    /// medium one such as `php_in_uploads` says where a file is, not what it does).
     fn report(&mut self, path: &Path, uid: u32, matches: Vec<Match>) {
+        if !matches.iter().any(Match::is_high_confidence) {
+            self.offer_taint(path);
+        }
         if matches.is_empty() {
             return;
         }

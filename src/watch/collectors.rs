@@ -1,6 +1,7 @@
 //! Starts the collectors the configuration asks for, each on its own thread with its own
 //! queue row, and stops them at shutdown.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -9,6 +10,7 @@ use std::time::Duration;
 use super::analyzer::{Analyzer, AnalyzerQueue, Offered, Restored};
 use super::authlog::{AuthCollector, AuthThresholds, SharedThresholds};
 use super::files::{BackendChoice, FileEvent, FileWatcher, WatchOptions};
+use super::taint::{TaintWorker, TAINT_CAPACITY};
 use crate::clock::SharedClock;
 use crate::components::Components;
 use crate::config::Config;
@@ -16,6 +18,7 @@ use crate::findings::Engine;
 use crate::queue::{BoundedQueue, Registry, RowConfig, RowError, RowHandle};
 use crate::scan::quarantine::{Quarantine, QuarantineControl, TrustRestored};
 use crate::scan::signatures::{RuleError, SignatureSet};
+use crate::scan::taint::Counters as TaintCounters;
 use crate::store::Store;
 
 /// Why a collector could not start.
@@ -77,6 +80,9 @@ pub struct Collectors {
     threads: Vec<JoinHandle<()>>,
     file_watcher: Option<FileWatcher>,
     queues: Vec<BoundedQueue<FileEvent>>,
+    path_queues: Vec<BoundedQueue<PathBuf>>,
+    /// What the PHP taint analysis did (files, flows, files over its caps).
+    pub taint_counters: Arc<TaintCounters>,
     _rows: Vec<RowHandle>,
     /// The authentication-log collector (its own thread, row and stop).
     auth: Option<AuthCollector>,
@@ -111,6 +117,9 @@ impl Collectors {
         for q in &self.queues {
             q.close();
         }
+        for q in &self.path_queues {
+            q.close();
+        }
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -140,6 +149,8 @@ pub fn start_collectors(
         threads: Vec::new(),
         file_watcher: None,
         queues: Vec::new(),
+        path_queues: Vec::new(),
+        taint_counters: Arc::default(),
         _rows: Vec::new(),
         auth: None,
         restored,
@@ -260,6 +271,30 @@ pub fn start_collectors(
             crate::watch::staged::StagedPackages::start(packages, clock.clone(), registry)
                 .map_err(CollectorError::Queue)?,
         );
+        // PHP files the analyzer saw go on to the taint analysis on a thread of their own.
+        let taint: BoundedQueue<PathBuf> = BoundedQueue::new(
+            clock.clone(),
+            RowConfig::new("files")
+                .capacity(TAINT_CAPACITY)
+                .running_slots(1),
+        )
+        .map_err(RowError::at("php_taint.requests"))?;
+        c._rows.push(
+            registry
+                .register("php_taint.requests", taint.health().clone())
+                .map_err(RowError::at("php_taint.requests"))?,
+        );
+        let analyzer = analyzer.with_taint(taint.clone());
+        let worker = TaintWorker::new(engine.clone(), clock.clone(), c.taint_counters.clone());
+        let tstop = stop.clone();
+        let tq = taint.clone();
+        c.threads.push(
+            std::thread::Builder::new()
+                .name("php-taint".into())
+                .spawn(move || worker.run(tq, tstop))
+                .map_err(CollectorError::Spawn)?,
+        );
+        c.path_queues.push(taint);
         let astop = stop.clone();
         c.threads.push(
             std::thread::Builder::new()

@@ -8,5 +8,6 @@ pub mod dropper;
 pub mod files;
 pub mod staged;
 pub mod tail;
+pub mod taint;
 
 pub use collectors::{start_collectors, CollectorError, Collectors};

@@ -42,6 +42,8 @@ mod quarantine;
 mod reload;
 mod remedy;
 mod server;
+mod sitedb;
+mod taint;
 mod threat;
 mod waf;
 mod watcher;

@@ -1,0 +1,217 @@
+//! A site's own MySQL or MariaDB database (WordPress tables), read and cleaned for the
+//! database-object checks. Kept here with the daemon's own SQL so that SQL text lives in
+//! `store` only; the client is the `mysql` crate without TLS (decision 407). Only local
+//! servers are reached: a Unix socket, or TCP on a loopback address. Every read is bounded
+//! in rows and bytes; the password is never logged or shown (`Debug` hides it).
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mysql::prelude::Queryable;
+use mysql::{Conn, OptsBuilder};
+
+/// Rows read at most per query.
+pub const MAX_ROWS: usize = 1000;
+/// Bytes of one value read at most (the rest is not fetched).
+pub const MAX_VALUE_BYTES: usize = 256 * 1024;
+/// Connect, read and write timeout.
+pub const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where the site's server listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    Socket(PathBuf),
+    Loopback(IpAddr, u16),
+}
+
+/// The site's connection settings (from its `wp-config.php`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct SiteDb {
+    pub endpoint: Endpoint,
+    pub database: String,
+    pub user: String,
+    pub password: String,
+    /// The table prefix, checked to be `[A-Za-z0-9_]+` (WordPress's own rule).
+    pub prefix: String,
+}
+
+impl std::fmt::Debug for SiteDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SiteDb")
+            .field("endpoint", &self.endpoint)
+            .field("database", &self.database)
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the site's database could not be used.
+#[derive(Debug)]
+pub enum SiteDbError {
+    /// The table prefix is not a plain name (nothing is queried).
+    BadPrefix,
+    Mysql(mysql::Error),
+}
+
+impl std::fmt::Display for SiteDbError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SiteDbError::BadPrefix => write!(f, "the table prefix is not a plain name"),
+            SiteDbError::Mysql(e) => write!(f, "site database: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SiteDbError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SiteDbError::Mysql(e) => Some(e),
+            SiteDbError::BadPrefix => None,
+        }
+    }
+}
+
+impl From<mysql::Error> for SiteDbError {
+    fn from(e: mysql::Error) -> Self {
+        SiteDbError::Mysql(e)
+    }
+}
+
+/// One option row (value cut at [`MAX_VALUE_BYTES`]; `complete` says whether it was).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptionRow {
+    pub name: String,
+    pub value: Vec<u8>,
+    pub complete: bool,
+}
+
+/// One post's content (cut like an option's value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostRow {
+    pub id: u64,
+    pub content: Vec<u8>,
+    pub complete: bool,
+}
+
+/// An open connection to a site's database.
+pub struct SiteConn {
+    conn: Conn,
+    prefix: String,
+}
+
+fn plain_name(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+impl SiteConn {
+    pub fn open(db: &SiteDb) -> Result<SiteConn, SiteDbError> {
+        if !plain_name(&db.prefix) {
+            return Err(SiteDbError::BadPrefix);
+        }
+        let mut opts = OptsBuilder::new()
+            .user(Some(&db.user))
+            .pass(Some(&db.password))
+            .db_name(Some(&db.database))
+            .prefer_socket(false)
+            .read_timeout(Some(TIMEOUT))
+            .write_timeout(Some(TIMEOUT))
+            .tcp_connect_timeout(Some(TIMEOUT));
+        opts = match &db.endpoint {
+            Endpoint::Socket(p) => opts.socket(Some(p.to_string_lossy().into_owned())),
+            Endpoint::Loopback(ip, port) => {
+                opts.ip_or_hostname(Some(ip.to_string())).tcp_port(*port)
+            }
+        };
+        Ok(SiteConn {
+            conn: Conn::new(opts)?,
+            prefix: db.prefix.clone(),
+        })
+    }
+
+    fn bounded<T>(
+        &mut self,
+        sql: String,
+        params: impl Into<mysql::Params>,
+        row: impl Fn(Vec<u8>, Vec<u8>, i64) -> T,
+    ) -> Result<Vec<T>, SiteDbError> {
+        let rows: Vec<(Vec<u8>, Vec<u8>, i64)> = self.conn.exec(sql, params)?;
+        Ok(rows
+            .into_iter()
+            .take(MAX_ROWS)
+            .map(|(a, b, n)| row(a, b, n))
+            .collect())
+    }
+
+    /// `siteurl`, `home` and the `widget_*` options.
+    pub fn watched_options(&mut self) -> Result<Vec<OptionRow>, SiteDbError> {
+        let sql = format!(
+            "SELECT option_name, LEFT(option_value, {MAX_VALUE_BYTES}), LENGTH(option_value) \
+             FROM `{}options` WHERE option_name IN ('siteurl', 'home') \
+             OR option_name LIKE 'widget\\_%' ORDER BY option_id LIMIT {MAX_ROWS}",
+            self.prefix
+        );
+        self.bounded(sql, (), |name, value, len| OptionRow {
+            name: String::from_utf8_lossy(&name).into_owned(),
+            complete: len as usize <= value.len(),
+            value,
+        })
+    }
+
+    /// One option by name.
+    pub fn option(&mut self, name: &str) -> Result<Option<OptionRow>, SiteDbError> {
+        let sql = format!(
+            "SELECT option_name, LEFT(option_value, {MAX_VALUE_BYTES}), LENGTH(option_value) \
+             FROM `{}options` WHERE option_name = ? LIMIT 1",
+            self.prefix
+        );
+        let mut rows = self.bounded(sql, (name,), |name, value, len| OptionRow {
+            name: String::from_utf8_lossy(&name).into_owned(),
+            complete: len as usize <= value.len(),
+            value,
+        })?;
+        Ok(rows.pop())
+    }
+
+    /// Replaces an option's value only while it still holds `old` (a change in between
+    /// leaves it alone); true when it was replaced.
+    pub fn replace_option(
+        &mut self,
+        name: &str,
+        old: &[u8],
+        new: &[u8],
+    ) -> Result<bool, SiteDbError> {
+        let sql = format!(
+            "UPDATE `{}options` SET option_value = ? WHERE option_name = ? AND option_value = ?",
+            self.prefix
+        );
+        self.conn.exec_drop(sql, (new, name, old))?;
+        Ok(self.conn.affected_rows() == 1)
+    }
+
+    /// Published or pending posts whose content holds a script or an iframe, newest first.
+    pub fn posts_with_markup(&mut self) -> Result<Vec<PostRow>, SiteDbError> {
+        let sql = format!(
+            "SELECT CAST(ID AS CHAR), LEFT(post_content, {MAX_VALUE_BYTES}), LENGTH(post_content) \
+             FROM `{}posts` WHERE post_status IN ('publish', 'future', 'draft', 'pending', 'private') \
+             AND (post_content LIKE '%<script%' OR post_content LIKE '%<iframe%') \
+             ORDER BY ID DESC LIMIT {MAX_ROWS}",
+            self.prefix
+        );
+        self.bounded(sql, (), |id, content, len| PostRow {
+            id: String::from_utf8_lossy(&id).parse().unwrap_or(0),
+            complete: len as usize <= content.len(),
+            content,
+        })
+    }
+
+    /// The statement that puts an option's value back, for its backup.
+    pub fn restore_option_statement(&self, name: &str, value: &[u8]) -> String {
+        format!(
+            "UPDATE `{}options` SET option_value = X'{}' WHERE option_name = X'{}';",
+            self.prefix,
+            hex::encode(value),
+            hex::encode(name.as_bytes())
+        )
+    }
+}

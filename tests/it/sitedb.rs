@@ -1,0 +1,224 @@
+//! Database objects of WordPress sites (issue 28) against a real MariaDB the test starts:
+//! `mariadb-install-db` into the test's directory, `mariadbd` on a socket there (no
+//! networking). A site whose `wp-config.php` points at it has a hijacked `siteurl`, a script
+//! injected into a widget and a post with a foreign iframe; a deep scan of the real daemon
+//! finds them, `POST /api/v1/fix` cleans the options after backing them up, the backups are
+//! listed and previewable, and the database holds the clean values.
+
+use crate::common::*;
+use crate::firewall::post;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{json, Value};
+
+const PASSWORD: &str = "S3cret-site-pw";
+
+/// A MariaDB server in `dir`, stopped on drop.
+struct Mariadb {
+    child: Child,
+    socket: PathBuf,
+}
+
+impl Mariadb {
+    fn start(dir: &Path) -> Mariadb {
+        let data = dir.join("data");
+        let out = Command::new("mariadb-install-db")
+            .args(["--no-defaults", "--user=root", "--skip-test-db"])
+            .arg(format!("--datadir={}", data.display()))
+            .output()
+            .expect("mariadb-install-db (Debian mariadb-server) must be installed");
+        assert!(
+            out.status.success(),
+            "mariadb-install-db: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let socket = dir.join("mysqld.sock");
+        let child = Command::new("mariadbd")
+            .args(["--no-defaults", "--user=root", "--skip-networking"])
+            .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--socket={}", socket.display()))
+            .arg(format!("--pid-file={}", dir.join("mysqld.pid").display()))
+            .arg(format!("--log-error={}", dir.join("mysqld.err").display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("mariadbd (Debian mariadb-server) must be installed");
+        let m = Mariadb { child, socket };
+        wait_until(60, "mariadbd to accept connections", || {
+            m.try_sql("SELECT 1").ok().map(|_| ())
+        });
+        m
+    }
+
+    fn try_sql(&self, sql: &str) -> Result<String, String> {
+        let out = Command::new("mariadb")
+            .args([
+                "--no-defaults",
+                "-uroot",
+                "--batch",
+                "--skip-column-names",
+                "--raw",
+            ])
+            .arg(format!("--socket={}", self.socket.display()))
+            .args(["-e", sql])
+            .output()
+            .map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
+    fn sql(&self, sql: &str) -> String {
+        self.try_sql(sql).unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+}
+
+impl Drop for Mariadb {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `s:N:"text";` inside a widget option's serialized array.
+fn widget(text: &str) -> String {
+    format!(
+        "a:2:{{i:2;a:2:{{s:5:\"title\";s:4:\"News\";s:4:\"text\";s:{}:\"{text}\";}}s:12:\"_multiwidget\";i:1;}}",
+        text.len()
+    )
+}
+
+fn scan(d: &Daemon, kind: &str) {
+    let r = post(d, "/api/v1/scan-jobs", ADMIN, json!({ "kind": kind }));
+    r.expect(202);
+    let id = r.json()["id"].as_i64().unwrap();
+    wait_until(180, "the scan job to finish", || {
+        let j = d.get(&format!("/api/v1/scan-jobs/{id}"), READ).json();
+        (j["state"] == "done").then_some(())
+    });
+}
+
+fn finding_with(fs: &[Value], needle: &str) -> Value {
+    fs.iter()
+        .find(|f| f["details"].as_str().unwrap_or("").contains(needle))
+        .cloned()
+        .unwrap_or_else(|| panic!("no finding with {needle}: {fs:?}"))
+}
+
+#[test]
+fn sitedb_injected_option_is_found_backed_up_and_cleaned() {
+    let dir = temp_dir("sitedb");
+    let db = Mariadb::start(&dir);
+    db.sql(&format!(
+        "CREATE DATABASE wpsite; CREATE USER 'wpsite'@'localhost' IDENTIFIED BY '{PASSWORD}'; \
+         GRANT ALL ON wpsite.* TO 'wpsite'@'localhost';"
+    ));
+    let injected = "Hello<script src='https://evil.example/x.js'></script>";
+    db.sql(&format!(
+        "USE wpsite; \
+         CREATE TABLE wp_options (option_id BIGINT UNSIGNED AUTO_INCREMENT PRIMARY KEY, \
+           option_name VARCHAR(191) NOT NULL UNIQUE, option_value LONGTEXT NOT NULL, \
+           autoload VARCHAR(20) NOT NULL DEFAULT 'yes'); \
+         CREATE TABLE wp_posts (ID BIGINT UNSIGNED AUTO_INCREMENT PRIMARY KEY, \
+           post_content LONGTEXT NOT NULL, post_status VARCHAR(20) NOT NULL DEFAULT 'publish'); \
+         INSERT INTO wp_options (option_name, option_value) VALUES \
+           ('siteurl', 'https://evil.example'), ('home', 'https://example.org'), \
+           ('blogname', '<script>not a watched option</script>'), \
+           ('widget_text', '{}'), ('widget_block', '{}'); \
+         INSERT INTO wp_posts (post_content, post_status) VALUES \
+           ('<p>Map</p><iframe src=\"https://example.org/map\"></iframe>', 'publish'), \
+           ('<p>Deal</p><iframe src=\"https://198.51.100.7/c\" width=0></iframe>', 'publish');",
+        widget(injected).replace('\'', "''"),
+        widget("<p>Opening hours</p>"),
+    ));
+
+    let www = dir.join("fixture/var/www/site");
+    std::fs::create_dir_all(&www).unwrap();
+    let config = www.join("wp-config.php");
+    std::fs::write(
+        &config,
+        format!(
+            "<?php\ndefine( 'DB_NAME', 'wpsite' );\ndefine( 'DB_USER', 'wpsite' );\ndefine( 'DB_PASSWORD', '{PASSWORD}' );\ndefine( 'DB_HOST', 'localhost:{}' );\n$table_prefix = 'wp_';\n",
+            db.socket.display()
+        ),
+    )
+    .unwrap();
+    let root = dir.join("fixture").display().to_string();
+    let d = start_in_dir(
+        dir.clone(),
+        &format!("[logs]\nauth = []\n[checks]\ncritical_interval_min = 0\ndeep_interval_min = 0\nroot = {root:?}\n"),
+        &[],
+    );
+    scan(&d, "deep");
+
+    let options = findings_of(&d, "db_option_injected");
+    assert_eq!(options.len(), 2, "{options:?}");
+    let siteurl = finding_with(&options, "option=siteurl");
+    let widget_f = finding_with(&options, "option=widget_text");
+    assert_eq!(siteurl["path"], config.display().to_string());
+    assert!(siteurl["details"]
+        .as_str()
+        .unwrap()
+        .ends_with("siteurl points to evil.example"));
+    let posts = findings_of(&d, "db_post_injected");
+    assert_eq!(posts.len(), 1, "{posts:?}");
+    assert!(posts[0]["details"]
+        .as_str()
+        .unwrap()
+        .ends_with("iframe from 198.51.100.7"));
+    let all = d.get("/api/v1/findings?limit=10000", READ).text();
+    assert!(!all.contains(PASSWORD), "a finding shows the password");
+
+    // Nothing is backed up before a fix.
+    let none = d.get("/api/v1/db-object-backups", ADMIN).expect(200).json();
+    assert_eq!(none["total"], 0);
+
+    let r = post(&d, "/api/v1/fix", ADMIN, json!({ "id": widget_f["id"] }));
+    r.expect(200);
+    let fixed = r.json();
+    assert_eq!(fixed["fixed"]["action"], "clean_db_option");
+    let key = fixed["fixed"]["backup_key"].as_str().unwrap().to_string();
+    post(&d, "/api/v1/fix", ADMIN, json!({ "id": siteurl["id"] })).expect(200);
+    // Fixed once: the finding is resolved and a second fix finds nothing to do.
+    let again = post(&d, "/api/v1/fix", ADMIN, json!({ "id": widget_f["id"] }));
+    assert_ne!(again.status, 200, "{}", again.text());
+
+    let list = d.get("/api/v1/db-object-backups", ADMIN).expect(200).json();
+    assert_eq!(list["total"], 2, "{list}");
+    let item = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["key"] == key.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(item["kind"], "option");
+    assert_eq!(item["name"], "wp_options.widget_text");
+    assert_eq!(item["database"], "wpsite");
+    let preview = d
+        .get(
+            &format!("/api/v1/db-object-backup-preview?key={key}"),
+            ADMIN,
+        )
+        .expect(200)
+        .json();
+    let statement = preview["statement"].as_str().unwrap();
+    assert!(statement.starts_with("UPDATE `wp_options` SET option_value = X'"));
+    assert_eq!(preview["truncated"], false);
+
+    // The database holds the clean values; the backup's statement puts the old one back.
+    let clean =
+        db.sql("SELECT option_value FROM wpsite.wp_options WHERE option_name = 'widget_text'");
+    assert_eq!(clean.trim_end(), widget("Hello"));
+    let url = db.sql("SELECT option_value FROM wpsite.wp_options WHERE option_name = 'siteurl'");
+    assert_eq!(url.trim_end(), "https://example.org");
+    db.sql(&format!("USE wpsite; {statement}"));
+    let back =
+        db.sql("SELECT option_value FROM wpsite.wp_options WHERE option_name = 'widget_text'");
+    assert_eq!(back.trim_end(), widget(injected));
+    assert!(!d.stderr().contains(PASSWORD), "the log shows the password");
+}
