@@ -5,7 +5,10 @@
 # The binary is the release build for glibc 2.28 (RHEL 8, Debian 10, Ubuntu 18.04 era):
 # `cargo zigbuild --target x86_64-unknown-linux-gnu.2.28` (ziglang from PyPI, cargo-zigbuild
 # from crates.io; installed here when missing). The build fails when the binary needs a
-# GLIBC_ symbol above 2.28.
+# GLIBC_ symbol above 2.28. It is built with the kernel probes (feature `bpf-vendored`: `bpf`
+# with libbpf, libelf and zlib compiled by zig cc from libbpf-sys's vendored sources and
+# linked statically, decision 423; needs clang for bpf/*.bpf.c and autoconf, automake,
+# autopoint, gettext, libtool, flex, bison, gawk for elfutils).
 #
 # Environment:
 #   SVC_PACKAGE_PROFILE=fast  CI: the release profile without fat LTO (thin local LTO, 16
@@ -14,7 +17,8 @@
 #   SVC_BIN=path              package this binary instead of building one (it must still
 #                             pass the glibc check).
 #   CARGO_TARGET_DIR          as for cargo (default target/).
-# Debian tools: debhelper, lintian, rpm (apt-get install -y debhelper lintian rpm).
+# Debian tools: debhelper, lintian, rpm (apt-get install -y debhelper lintian rpm), and the
+# ones above for the vendored libelf (scripts/package-check.sh installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -47,7 +51,8 @@ else
     if [ "${SVC_PACKAGE_PROFILE:-release}" = fast ]; then
         profile_args=(--config 'profile.release.lto=false' --config 'profile.release.codegen-units=16')
     fi
-    cargo zigbuild --release --locked --target "$glibc_target" "${profile_args[@]}"
+    cargo zigbuild --release --locked --target "$glibc_target" --features bpf-vendored \
+        "${profile_args[@]}"
     bin=$target_dir/x86_64-unknown-linux-gnu/release/svc
 fi
 

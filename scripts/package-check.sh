@@ -12,10 +12,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export SVC_PACKAGE_PROFILE=${SVC_PACKAGE_PROFILE:-fast}
 
-if command -v apt-get >/dev/null 2>&1 && ! command -v dh >/dev/null 2>&1; then
+# debhelper, lintian, rpm, devscripts, binutils: the packages and their checks. autoconf,
+# automake, autopoint, gettext, libtool, flex, bison, gawk: the `bpf-vendored` build of the
+# packaged binary configures and compiles elfutils' libelf from source (decision 423).
+tools=(debhelper lintian rpm devscripts binutils autoconf automake autopoint gettext libtool
+    flex bison gawk)
+missing=()
+for p in "${tools[@]}"; do
+    dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+done
+if command -v apt-get >/dev/null 2>&1 && [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        debhelper lintian rpm devscripts binutils >/dev/null
+        "${missing[@]}" >/dev/null
 fi
 
 deb=$(packaging/build.sh deb | tail -1)
