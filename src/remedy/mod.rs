@@ -70,6 +70,9 @@ pub enum FixAction {
     DisableCmsCron,
     /// Clean an injected WordPress option (kept first in the database-object backups).
     CleanDbOption,
+    /// Remove injected scripts and foreign iframes from a post (kept first in the
+    /// database-object backups).
+    CleanDbPost,
 }
 
 impl FixAction {
@@ -87,6 +90,7 @@ impl FixAction {
             FixAction::TruncateErrorLog => "Empty the error_log (an empty file with the same owner and mode takes its place).",
             FixAction::DisplayErrorsOff => "Set display_errors = Off in the site's PHP settings file; the file is kept first as a pre-clean backup in the quarantine.",
             FixAction::CleanDbOption => "Put the site's own URL back into siteurl/home, or remove the injected scripts and foreign iframes from the widget option; the old value is kept first in the database-object backups (db-object-backups).",
+            FixAction::CleanDbPost => "Remove the injected scripts and foreign iframes from the post's content; the old content is kept first in the database-object backups (db-object-backups).",
             FixAction::DisableCmsCron => "Define DISABLE_WP_CRON in wp-config.php (kept first as a pre-clean backup) and run wp-cron.php from the site owner's crontab every 15 minutes.",
         }
     }
@@ -102,6 +106,7 @@ pub fn plan(check: &str) -> Option<FixAction> {
         crate::checks::perf::DISPLAY_ERRORS_CHECK => Some(FixAction::DisplayErrorsOff),
         crate::checks::perf::CMS_CRON_CHECK => Some(FixAction::DisableCmsCron),
         crate::checks::sitedb::OPTION_CHECK => Some(FixAction::CleanDbOption),
+        crate::checks::sitedb::POST_CHECK => Some(FixAction::CleanDbPost),
         c if QUARANTINE_CHECKS.contains(&c) => Some(FixAction::Quarantine),
         _ => None,
     }
@@ -244,6 +249,7 @@ impl Fixer {
             FixAction::DisplayErrorsOff => self.display_errors_off(f, &path),
             FixAction::DisableCmsCron => self.cms_cron(f, &path),
             FixAction::CleanDbOption => self.clean_db_option(f, &path),
+            FixAction::CleanDbPost => self.clean_db_post(f, &path),
         }
     }
 

@@ -1,22 +1,29 @@
-//! The fix of `db_option_injected`: the option is read again from the site's database
-//! (settings from its `wp-config.php`, opened beneath its web root), must still look
-//! injected, is kept in `db_object_backups` (kind `option`, name `table.option`, a
-//! statement that puts the old value back), then replaced by its cleaned value only while
-//! it still holds the value backed up.
+//! The fixes of the site-database findings. The site's settings come from its
+//! `wp-config.php` (opened beneath its web root); the row is read again and must still
+//! look injected; it is kept in `db_object_backups` (a statement that puts the old value
+//! back), then replaced by its cleaned value only while it still holds the value backed up.
+//! - `db_option_injected`: kind `option`, name `TABLE.OPTION`;
+//! - `db_post_injected`: kind `post`, name `TABLE.ID`; the post loses its flagged scripts
+//!   and iframes.
 
 use std::path::Path;
 
 use super::{changed, open_beneath, shown, FixAction, FixError, Fixed, Fixer};
-use crate::checks::sitedb::{self, wpconfig};
+use crate::checks::sitedb::{self, markup, wpconfig};
 use crate::findings::Finding;
 use crate::store::data::DbObjectBackup;
-use crate::store::sitedb::{SiteConn, SiteDbError};
+use crate::store::sitedb::{OptionRow, SiteConn, SiteDbError};
+
+fn db_failed(path: &Path) -> impl Fn(SiteDbError) -> FixError + '_ {
+    move |error| FixError::Database {
+        path: shown(path),
+        error,
+    }
+}
 
 impl Fixer {
-    pub(super) fn clean_db_option(&self, f: &Finding, path: &Path) -> Result<Fixed, FixError> {
-        let name = sitedb::option_of(&f.details).ok_or_else(|| FixError::NoFix {
-            check: f.check.clone(),
-        })?;
+    /// The site's settings, read again from its `wp-config.php`.
+    fn site_config(&self, path: &Path) -> Result<wpconfig::WpConfig, FixError> {
         let root = self.web_root_of(path)?;
         let (_dir, file, info) = open_beneath(&[root], path)?;
         if info.size > wpconfig::MAX_CONFIG_BYTES {
@@ -27,17 +34,59 @@ impl Fixer {
                 path: shown(path),
                 error,
             })?;
-        let config = wpconfig::parse(&String::from_utf8_lossy(&text))
-            .map_err(|_| changed(path, "wp-config.php no longer names a local database"))?;
-        let db_failed = |error: SiteDbError| FixError::Database {
-            path: shown(path),
-            error,
+        wpconfig::parse(&String::from_utf8_lossy(&text))
+            .map_err(|_| changed(path, "wp-config.php no longer names a local database"))
+    }
+
+    /// The site's settings, a connection to its database and its watched options.
+    fn open_site(
+        &self,
+        path: &Path,
+    ) -> Result<(wpconfig::WpConfig, SiteConn, Vec<OptionRow>), FixError> {
+        let config = self.site_config(path)?;
+        let mut conn = SiteConn::open(&config.db).map_err(db_failed(path))?;
+        let rows = conn.watched_options().map_err(db_failed(path))?;
+        Ok((config, conn, rows))
+    }
+
+    /// Writes the backup of a row; its key.
+    fn keep_db_backup(
+        &self,
+        f: &Finding,
+        path: &Path,
+        config: &wpconfig::WpConfig,
+        kind: &str,
+        name: String,
+        statement: String,
+    ) -> Result<String, FixError> {
+        let backup = DbObjectBackup {
+            key: crate::ids::random_hex(16),
+            account: f.account.clone(),
+            database: config.db.database.clone(),
+            kind: kind.into(),
+            name,
+            created: self.clock.now(),
+            statement_bytes: statement.len() as u64,
+            statement,
         };
-        let mut conn = SiteConn::open(&config.db).map_err(db_failed)?;
-        let rows = conn.watched_options().map_err(db_failed)?;
+        let key = backup.key.clone();
+        self.store
+            .write(move |c| crate::store::data::add_db_object_backup(c, &backup))
+            .map_err(|e| FixError::Failed {
+                path: shown(path),
+                error: std::io::Error::other(e.to_string()),
+            })?;
+        Ok(key)
+    }
+
+    pub(super) fn clean_db_option(&self, f: &Finding, path: &Path) -> Result<Fixed, FixError> {
+        let name = sitedb::option_of(&f.details).ok_or_else(|| FixError::NoFix {
+            check: f.check.clone(),
+        })?;
+        let (config, mut conn, rows) = self.open_site(path)?;
         let row = conn
             .option(name)
-            .map_err(db_failed)?
+            .map_err(db_failed(path))?
             .ok_or_else(|| changed(path, &format!("option {name} is gone")))?;
         if !row.complete {
             return Err(changed(path, "the option is too large to clean"));
@@ -54,39 +103,60 @@ impl Fixer {
         let new = sitedb::clean_value(&row, &config, home, host.as_deref())
             .ok_or_else(|| changed(path, "no clean value is known (pin WP_HOME)"))?;
         let statement = conn.restore_option_statement(name, &row.value);
-        let backup = DbObjectBackup {
-            key: crate::ids::random_hex(16),
-            account: f.account.clone(),
-            database: config.db.database.clone(),
-            kind: "option".into(),
-            name: format!("{}options.{name}", config.db.prefix),
-            created: self.clock.now(),
-            statement_bytes: statement.len() as u64,
-            statement,
-        };
-        let key = backup.key.clone();
-        self.store
-            .write(move |c| crate::store::data::add_db_object_backup(c, &backup))
-            .map_err(|e| FixError::Failed {
-                path: shown(path),
-                error: std::io::Error::other(e.to_string()),
-            })?;
+        let table_name = format!("{}options.{name}", config.db.prefix);
+        let key = self.keep_db_backup(f, path, &config, "option", table_name, statement)?;
         if !conn
             .replace_option(name, &row.value, &new)
-            .map_err(db_failed)?
+            .map_err(db_failed(path))?
         {
             return Err(changed(
                 path,
                 &format!("option {name} changed while cleaning"),
             ));
         }
-        Ok(Fixed {
-            action: FixAction::CleanDbOption,
-            path: shown(path),
-            previous_mode: None,
-            quarantine_id: None,
-            removed_lines: Vec::new(),
-            backup_key: Some(key),
-        })
+        Ok(db_fixed(FixAction::CleanDbOption, path, key))
+    }
+
+    pub(super) fn clean_db_post(&self, f: &Finding, path: &Path) -> Result<Fixed, FixError> {
+        let id = sitedb::post_of(&f.details).ok_or_else(|| FixError::NoFix {
+            check: f.check.clone(),
+        })?;
+        let (config, mut conn, rows) = self.open_site(path)?;
+        let row = conn
+            .post(id)
+            .map_err(db_failed(path))?
+            .ok_or_else(|| changed(path, &format!("post {id} is gone")))?;
+        if !row.complete {
+            return Err(changed(path, "the post is too large to clean"));
+        }
+        let host = sitedb::site_host(&config, &rows);
+        if markup::flagged(&row.content, host.as_deref(), false).is_empty() {
+            return Err(changed(
+                path,
+                &format!("post {id} no longer looks injected"),
+            ));
+        }
+        let new = markup::cleaned_plain(&row.content, host.as_deref(), false);
+        let statement = conn.restore_post_statement(id, &row.content);
+        let table_name = format!("{}posts.{id}", config.db.prefix);
+        let key = self.keep_db_backup(f, path, &config, "post", table_name, statement)?;
+        if !conn
+            .replace_post(id, &row.content, &new)
+            .map_err(db_failed(path))?
+        {
+            return Err(changed(path, &format!("post {id} changed while cleaning")));
+        }
+        Ok(db_fixed(FixAction::CleanDbPost, path, key))
+    }
+}
+
+fn db_fixed(action: FixAction, path: &Path, key: String) -> Fixed {
+    Fixed {
+        action,
+        path: shown(path),
+        previous_mode: None,
+        quarantine_id: None,
+        removed_lines: Vec::new(),
+        backup_key: Some(key),
     }
 }

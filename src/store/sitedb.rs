@@ -205,6 +205,40 @@ impl SiteConn {
         })
     }
 
+    /// One post's content by ID.
+    pub fn post(&mut self, id: u64) -> Result<Option<PostRow>, SiteDbError> {
+        let sql = format!(
+            "SELECT CAST(ID AS CHAR), LEFT(post_content, {MAX_VALUE_BYTES}), LENGTH(post_content) \
+             FROM `{}posts` WHERE ID = ? LIMIT 1",
+            self.prefix
+        );
+        let mut rows = self.bounded(sql, (id,), |id, content, len| PostRow {
+            id: String::from_utf8_lossy(&id).parse().unwrap_or(0),
+            complete: len as usize <= content.len(),
+            content,
+        })?;
+        Ok(rows.pop())
+    }
+
+    /// Replaces a post's content only while it still holds `old`; true when it was replaced.
+    pub fn replace_post(&mut self, id: u64, old: &[u8], new: &[u8]) -> Result<bool, SiteDbError> {
+        let sql = format!(
+            "UPDATE `{}posts` SET post_content = ? WHERE ID = ? AND post_content = ?",
+            self.prefix
+        );
+        self.conn.exec_drop(sql, (new, id, old))?;
+        Ok(self.conn.affected_rows() == 1)
+    }
+
+    /// The statement that puts a post's content back, for its backup.
+    pub fn restore_post_statement(&self, id: u64, content: &[u8]) -> String {
+        format!(
+            "UPDATE `{}posts` SET post_content = X'{}' WHERE ID = {id};",
+            self.prefix,
+            hex::encode(content)
+        )
+    }
+
     /// The statement that puts an option's value back, for its backup.
     pub fn restore_option_statement(&self, name: &str, value: &[u8]) -> String {
         format!(

@@ -2,8 +2,8 @@
 //! `mariadb-install-db` into the test's directory, `mariadbd` on a socket there (no
 //! networking). A site whose `wp-config.php` points at it has a hijacked `siteurl`, a script
 //! injected into a widget and a post with a foreign iframe; a deep scan of the real daemon
-//! finds them, `POST /api/v1/fix` cleans the options after backing them up, the backups are
-//! listed and previewable, and the database holds the clean values.
+//! finds them, `POST /api/v1/fix` cleans the options and the post after backing them up,
+//! the backups are listed and previewable, and the database holds the clean values.
 
 use crate::common::*;
 use crate::firewall::post;
@@ -187,8 +187,35 @@ fn sitedb_injected_option_is_found_backed_up_and_cleaned() {
     let again = post(&d, "/api/v1/fix", ADMIN, json!({ "id": widget_f["id"] }));
     assert_ne!(again.status, 200, "{}", again.text());
 
+    let r = post(&d, "/api/v1/fix", ADMIN, json!({ "id": posts[0]["id"] }));
+    r.expect(200);
+    let fixed_post = r.json();
+    assert_eq!(fixed_post["fixed"]["action"], "clean_db_post");
+    let post_key = fixed_post["fixed"]["backup_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
     let list = d.get("/api/v1/db-object-backups", ADMIN).expect(200).json();
-    assert_eq!(list["total"], 2, "{list}");
+    assert_eq!(list["total"], 3, "{list}");
+    let post_item = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["key"] == post_key.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(post_item["kind"], "post");
+    assert_eq!(post_item["name"], "wp_posts.2");
+    let post_preview = d
+        .get(
+            &format!("/api/v1/db-object-backup-preview?key={post_key}"),
+            ADMIN,
+        )
+        .expect(200)
+        .json();
+    let post_statement = post_preview["statement"].as_str().unwrap().to_string();
+    assert!(post_statement.starts_with("UPDATE `wp_posts` SET post_content = X'"));
     let item = list["items"]
         .as_array()
         .unwrap()
@@ -220,5 +247,17 @@ fn sitedb_injected_option_is_found_backed_up_and_cleaned() {
     let back =
         db.sql("SELECT option_value FROM wpsite.wp_options WHERE option_name = 'widget_text'");
     assert_eq!(back.trim_end(), widget(injected));
+    // The post lost its foreign iframe only; the site's own map stays.
+    let content = db.sql("SELECT post_content FROM wpsite.wp_posts ORDER BY ID");
+    assert_eq!(
+        content.trim_end(),
+        "<p>Map</p><iframe src=\"https://example.org/map\"></iframe>\n<p>Deal</p>"
+    );
+    db.sql(&format!("USE wpsite; {post_statement}"));
+    let back = db.sql("SELECT post_content FROM wpsite.wp_posts WHERE ID = 2");
+    assert_eq!(
+        back.trim_end(),
+        "<p>Deal</p><iframe src=\"https://198.51.100.7/c\" width=0></iframe>"
+    );
     assert!(!d.stderr().contains(PASSWORD), "the log shows the password");
 }

@@ -152,6 +152,11 @@ pub fn cleaned(value: &[u8], site: Option<&str>, all_scripts: bool) -> Vec<u8> {
     if let Some(v) = clean_serialized(value, site, all_scripts) {
         return v;
     }
+    cleaned_plain(value, site, all_scripts)
+}
+
+/// `value` without the flagged elements, as plain text (post content).
+pub fn cleaned_plain(value: &[u8], site: Option<&str>, all_scripts: bool) -> Vec<u8> {
     remove(value, &flagged(value, site, all_scripts))
 }
 

@@ -152,6 +152,13 @@ pub fn option_of(details: &str) -> Option<&str> {
     Some(&rest[..end])
 }
 
+/// The post a `db_post_injected` finding names (from its details).
+pub fn post_of(details: &str) -> Option<u64> {
+    let rest = &details[details.find(" post=")? + 6..];
+    let end = rest.find(':').unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
 fn connect(site: &Site) -> Option<SiteConn> {
     match SiteConn::open(&site.config.db) {
         Ok(c) => Some(c),
@@ -312,5 +319,10 @@ mod tests {
             option_of("database=d table=wp_options option=widget_text: script in a widget"),
             Some("widget_text")
         );
+        assert_eq!(
+            post_of("database=d table=wp_posts post=42: iframe from 198.51.100.7"),
+            Some(42)
+        );
+        assert_eq!(post_of("database=d table=wp_posts post=x: y"), None);
     }
 }
