@@ -8,7 +8,7 @@
 //! errors and files vanishing mid-walk are counted and skipped. Entries are visited sorted
 //! by name within a directory.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fs::{self, Metadata};
 use std::io::ErrorKind;
 use std::os::unix::fs::MetadataExt;
@@ -159,27 +159,7 @@ impl<'a> Walker<'a> {
     }
 }
 
-/// uid -> user name lookups (via NSS), cached for one check run (at most 4096 uids kept).
-#[derive(Default)]
-pub struct OwnerCache {
-    names: HashMap<u32, Option<String>>,
-}
-
-impl OwnerCache {
-    pub fn name(&mut self, uid: u32) -> Option<String> {
-        if let Some(n) = self.names.get(&uid) {
-            return n.clone();
-        }
-        let n = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-            .ok()
-            .flatten()
-            .map(|u| u.name);
-        if self.names.len() < 4096 {
-            self.names.insert(uid, n.clone());
-        }
-        n
-    }
-}
+pub use crate::hostfs::OwnerCache;
 
 #[cfg(test)]
 mod tests {

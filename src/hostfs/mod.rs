@@ -8,6 +8,7 @@
 pub mod glob;
 pub mod read;
 
+use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 
 pub use read::{display_path, read_bounded, sanitize, ReadError};
@@ -41,6 +42,28 @@ pub fn is_php_name(name: &[u8]) -> bool {
         ext.as_slice(),
         b"php" | b"php3" | b"php4" | b"php5" | b"php7" | b"php8" | b"phtml" | b"phar"
     )
+}
+
+/// uid -> user name lookups (via NSS), cached for one check run (at most 4096 uids kept).
+#[derive(Default)]
+pub struct OwnerCache {
+    names: HashMap<u32, Option<String>>,
+}
+
+impl OwnerCache {
+    pub fn name(&mut self, uid: u32) -> Option<String> {
+        if let Some(n) = self.names.get(&uid) {
+            return n.clone();
+        }
+        let n = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+            .ok()
+            .flatten()
+            .map(|u| u.name);
+        if self.names.len() < 4096 {
+            self.names.insert(uid, n.clone());
+        }
+        n
+    }
 }
 
 #[cfg(test)]

@@ -175,7 +175,7 @@ pub struct Analyzer {
     pub component: Arc<Component>,
     pub counters: Arc<AnalyzerCounters>,
     pub restored: Arc<Restored>,
-    users: HashMap<u32, Option<String>>,
+    owners: crate::hostfs::OwnerCache,
     reconcile: Option<ReconcileWorker>,
     /// Dropper candidates in their grace window (see [`crate::watch::dropper`]).
     droppers: Option<Droppers>,
@@ -211,7 +211,7 @@ impl Analyzer {
             component,
             counters: Arc::new(AnalyzerCounters::default()),
             restored,
-            users: HashMap::new(),
+            owners: crate::hostfs::OwnerCache::default(),
             reconcile: None,
             droppers: None,
             staged: None,
@@ -450,15 +450,7 @@ impl Analyzer {
     }
 
     fn owner_name(&mut self, uid: u32) -> Option<String> {
-        self.users
-            .entry(uid)
-            .or_insert_with(|| {
-                nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-                    .ok()
-                    .flatten()
-                    .map(|u| u.name)
-            })
-            .clone()
+        self.owners.name(uid)
     }
 
     /// Scans one file; emits a finding per match; quarantines on a high-confidence match.

@@ -4,7 +4,6 @@
 //! finding carrying the file's owner as account. A full queue refuses the file (a loss of
 //! the row); a recovered panic of the analysis is lost work.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -23,7 +22,7 @@ pub struct TaintWorker {
     pub engine: Arc<Engine>,
     pub clock: SharedClock,
     pub counters: Arc<Counters>,
-    users: HashMap<u32, Option<String>>,
+    owners: crate::hostfs::OwnerCache,
 }
 
 impl TaintWorker {
@@ -32,7 +31,7 @@ impl TaintWorker {
             engine,
             clock,
             counters,
-            users: HashMap::new(),
+            owners: crate::hostfs::OwnerCache::default(),
         }
     }
 
@@ -71,16 +70,7 @@ impl TaintWorker {
         if report.flows.is_empty() {
             return;
         }
-        let owner = self
-            .users
-            .entry(uid)
-            .or_insert_with(|| {
-                nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-                    .ok()
-                    .flatten()
-                    .map(|u| u.name)
-            })
-            .clone();
+        let owner = self.owners.name(uid);
         let now = self.clock.now();
         for flow in &report.flows {
             let mut f = taint::finding(path, flow, now);
