@@ -18,9 +18,6 @@ use crate::hostfs::display_path;
 
 pub const CHECK: &str = "world_writable_php";
 
-const PHP_EXTENSIONS: &[&str] = &[
-    "php", "phtml", "php3", "php4", "php5", "php7", "php8", "phar",
-];
 const CONFIG_NAMES: &[&str] = &[
     "wp-config.php",
     "configuration.php",
@@ -34,9 +31,8 @@ const CONFIG_NAMES: &[&str] = &[
 
 /// True for names PHP handlers execute.
 pub fn is_php(path: &Path) -> bool {
-    path.extension()
-        .map(|e| e.to_string_lossy().to_ascii_lowercase())
-        .is_some_and(|e| PHP_EXTENSIONS.contains(&e.as_str()))
+    path.file_name()
+        .is_some_and(|n| crate::hostfs::is_php_name(n.as_encoded_bytes()))
 }
 
 fn is_config(path: &Path) -> bool {

@@ -31,17 +31,52 @@ pub fn rerooted(root: &Path, list: &[&str]) -> Vec<PathBuf> {
     list.iter().map(|p| reroot(root, Path::new(p))).collect()
 }
 
-/// PHP by its extension, as web servers map it (`.php`, `.php3`-`.php8`, `.phtml`, `.phar`),
-/// in any case.
+/// What a PHP extension is: the one table behind every "is this PHP" question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PhpExt {
+    /// PHP source a web server runs when requested (handlers of Debian, cPanel, Plesk and
+    /// LiteSpeed between them).
+    Runs,
+    /// A phar: runs, but is an archive, not source text.
+    Archive,
+    /// PHP source loaded by `include` (`.inc`) or shown as text (`.phps`), not run alone.
+    Included,
+}
+
+/// Every extension svc treats as PHP, lower case.
+pub const PHP_EXTENSIONS: &[(&str, PhpExt)] = &[
+    ("php", PhpExt::Runs),
+    ("php3", PhpExt::Runs),
+    ("php4", PhpExt::Runs),
+    ("php5", PhpExt::Runs),
+    ("php7", PhpExt::Runs),
+    ("php8", PhpExt::Runs),
+    ("phtml", PhpExt::Runs),
+    ("pht", PhpExt::Runs),
+    ("phar", PhpExt::Archive),
+    ("inc", PhpExt::Included),
+    ("phps", PhpExt::Included),
+];
+
+/// The PHP kind of a file name's extension, in any case.
+pub fn php_extension(name: &[u8]) -> Option<PhpExt> {
+    let dot = name.iter().rposition(|b| *b == b'.')?;
+    let ext = &name[dot + 1..];
+    PHP_EXTENSIONS
+        .iter()
+        .find(|(e, _)| ext.eq_ignore_ascii_case(e.as_bytes()))
+        .map(|(_, k)| *k)
+}
+
+/// A name a web server runs as PHP (`.php`, `.php3`-`.php8`, `.phtml`, `.pht`, `.phar`).
 pub fn is_php_name(name: &[u8]) -> bool {
-    let Some(dot) = name.iter().rposition(|b| *b == b'.') else {
-        return false;
-    };
-    let ext = name[dot + 1..].to_ascii_lowercase();
-    matches!(
-        ext.as_slice(),
-        b"php" | b"php3" | b"php4" | b"php5" | b"php7" | b"php8" | b"phtml" | b"phar"
-    )
+    matches!(php_extension(name), Some(PhpExt::Runs | PhpExt::Archive))
+}
+
+/// A name holding PHP source text: what runs, and what is included (`.inc`, `.phps`); not
+/// phars.
+pub fn is_php_source_name(name: &[u8]) -> bool {
+    matches!(php_extension(name), Some(PhpExt::Runs | PhpExt::Included))
 }
 
 /// uid -> user name lookups (via NSS), cached for one check run (at most 4096 uids kept).

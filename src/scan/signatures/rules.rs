@@ -193,12 +193,13 @@ const RULE_KEYS: &[&str] = &[
     "regex",
 ];
 
-/// Extension groups usable in `extensions` as `"@name"`.
+/// Extension groups usable in `extensions` as `"@name"`. `@php` is every extension of
+/// [`crate::hostfs::PHP_EXTENSIONS`] (a test holds them equal).
 pub const EXTENSION_GROUPS: &[(&str, &[&str])] = &[
     (
         "php",
         &[
-            "php", "php3", "php4", "php5", "php7", "php8", "phtml", "pht", "phar", "inc",
+            "php", "php3", "php4", "php5", "php7", "php8", "phtml", "pht", "phar", "inc", "phps",
         ],
     ),
     ("html", &["html", "htm", "shtml", "xhtml"]),
@@ -659,6 +660,20 @@ regex = ['''eval\s*\(''']
         assert!(rule.extensions.contains(&"phtml".to_string()));
         assert!(rule.extensions.contains(&"txt".to_string()));
         assert!(r[0].regexes[0].is_match(b"EVAL ("));
+    }
+
+    #[test]
+    fn the_php_group_is_the_hostfs_php_table() {
+        let group: Vec<&str> = EXTENSION_GROUPS
+            .iter()
+            .find(|(n, _)| *n == "php")
+            .map(|(_, m)| m.to_vec())
+            .unwrap_or_default();
+        let table: Vec<&str> = crate::hostfs::PHP_EXTENSIONS
+            .iter()
+            .map(|(e, _)| *e)
+            .collect();
+        assert_eq!(group, table);
     }
 
     #[test]

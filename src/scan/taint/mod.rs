@@ -24,16 +24,11 @@ pub const CHECK: &str = "php_taint_flow";
 /// shell the signatures look at).
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
-/// File names the analysis reads: what a web server runs as PHP.
+/// File names the analysis reads: PHP source, run or included
+/// ([`crate::hostfs::is_php_source_name`]).
 pub fn is_php_path(path: &Path) -> bool {
-    let Some(ext) = path.extension().and_then(|e| e.to_str()) else {
-        return false;
-    };
-    let ext = ext.to_ascii_lowercase();
-    matches!(
-        ext.as_str(),
-        "php" | "phtml" | "php3" | "php4" | "php5" | "php7" | "php8" | "phps" | "pht" | "inc"
-    )
+    path.file_name()
+        .is_some_and(|n| crate::hostfs::is_php_source_name(n.as_encoded_bytes()))
 }
 
 /// What the analysis of one source found and where it stopped early.

@@ -40,30 +40,20 @@ fn is_ident(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80
 }
 
-/// Whether `text` names a PHP file.
+/// Whether `text` names a file a web server runs as PHP ([`crate::hostfs::is_php_name`]).
 pub fn names_php(text: &[u8]) -> bool {
     let lower = text.to_ascii_lowercase();
     let mut i = 0;
     while let Some(p) = memchr::memmem::find(&lower[i..], b".ph") {
         let at = i + p + 1;
         let rest = &lower[at..];
-        let ext_len = [
-            &b"phtml"[..],
-            b"phar",
-            b"php3",
-            b"php4",
-            b"php5",
-            b"php7",
-            b"php8",
-            b"php",
-        ]
-        .iter()
-        .find(|e| rest.starts_with(e))
-        .map(|e| e.len());
-        if let Some(n) = ext_len {
-            if !rest.get(n).is_some_and(|b| is_ident(*b)) {
-                return true;
-            }
+        let names_ext = crate::hostfs::PHP_EXTENSIONS.iter().any(|(e, kind)| {
+            *kind != crate::hostfs::PhpExt::Included
+                && rest.starts_with(e.as_bytes())
+                && !rest.get(e.len()).is_some_and(|b| is_ident(*b))
+        });
+        if names_ext {
+            return true;
         }
         i = at;
     }
