@@ -17,18 +17,15 @@
 //!   `persistence_uncertain` and re-reads the ids at the next turn.
 //! - Rows of a destination no longer configured are removed at start: one loss each.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::Receiver;
 use parking_lot::Mutex;
 
 use crate::clock::SharedClock;
-use crate::queue::{
-    Admitted, Flag, LagBasis, QueueHealth, Registry, RowConfig, RowHandle, Uncertain,
-};
+use crate::queue::{LagBasis, QueueHealth, Registry, RowConfig, RowHandle, SpoolLedger};
 use crate::store::abuse::{NewReport, SpoolRow};
 use crate::store::{Store, StoreError};
 
@@ -65,26 +62,16 @@ pub enum Admit {
     Failed,
 }
 
-struct State {
-    /// Id -> (destination index, admission stamp), oldest first.
-    ids: BTreeMap<i64, (usize, Admitted)>,
-    /// Row in delivery per destination, or 0.
-    in_flight: Vec<i64>,
-}
-
-/// The durable spool.
+/// The durable spool: one ledger lane per destination.
 pub struct Spool {
     store: Store,
     clock: SharedClock,
-    health: Arc<QueueHealth>,
+    ledger: SpoolLedger,
     _row: RowHandle,
     capacity: usize,
     /// (name, dedup window in microseconds) per destination.
     dests: Vec<(String, i64)>,
-    state: Mutex<State>,
     push_lock: Mutex<()>,
-    resync: AtomicBool,
-    wakes: Vec<(Sender<()>, Receiver<()>)>,
     pub counters: Counters,
     logs: crate::lograte::LogLimiter,
 }
@@ -110,24 +97,17 @@ impl Spool {
             .map_err(crate::queue::RowError::at(ROW))
             .map_err(super::ReportError::Queue)?;
         let logs = crate::lograte::LogLimiter::new(clock.clone(), Duration::from_secs(60), 8);
-        let n = dests.len();
         let spool = Spool {
             store,
             clock,
-            health,
+            ledger: SpoolLedger::new(health, dests.len()),
             _row: row,
             capacity,
             dests: dests
                 .into_iter()
                 .map(|(name, w)| (name, i64::try_from(w.as_micros()).unwrap_or(i64::MAX)))
                 .collect(),
-            state: Mutex::new(State {
-                ids: BTreeMap::new(),
-                in_flight: vec![0; n],
-            }),
             push_lock: Mutex::new(()),
-            resync: AtomicBool::new(false),
-            wakes: (0..n).map(|_| bounded(1)).collect(),
             counters: Counters::default(),
             logs,
         };
@@ -138,7 +118,7 @@ impl Spool {
                 .store
                 .write(move |c| crate::store::abuse::remove(c, &orphans))
                 .map_err(super::ReportError::Spool)?;
-            spool.health.record_losses(k as u64);
+            spool.health().record_losses(k as u64);
             log::warn!("{ROW}: {k} report(s) for destinations no longer configured dropped");
         }
         if n > 0 {
@@ -151,46 +131,20 @@ impl Spool {
     /// belong to none.
     fn load_ids(&self) -> Result<(usize, Vec<i64>), StoreError> {
         let rows = self.store.read(crate::store::abuse::ids)?;
-        let stamp = self.health.stamp();
-        let mut st = self.state.lock();
-        let mut ids = BTreeMap::new();
+        let mut known = Vec::with_capacity(rows.len());
         let mut orphans = Vec::new();
         for (id, dest) in rows {
             match self.dests.iter().position(|(d, _)| *d == dest) {
-                Some(i) => {
-                    let s = st.ids.get(&id).map_or(stamp, |(_, s)| *s);
-                    ids.insert(id, (i, s));
-                }
+                Some(lane) => known.push((id, lane)),
                 None => orphans.push(id),
             }
         }
-        st.ids = ids;
-        let n = st.ids.len();
-        self.publish(&st);
-        drop(st);
-        for (tx, _) in &self.wakes {
-            let _ = tx.try_send(());
-        }
-        Ok((n, orphans))
-    }
-
-    /// Mirrors depth and age into the row (rows in delivery are running, not waiting).
-    fn publish(&self, st: &State) {
-        let busy = |id: &i64| st.in_flight.contains(id);
-        let running = st.ids.keys().filter(|id| busy(id)).count();
-        let n = st.ids.len() - running;
-        let oldest = st
-            .ids
-            .iter()
-            .find(|(id, _)| !busy(id))
-            .map(|(_, (_, s))| *s);
-        self.health.set_waiting(n as u64);
-        self.health.set_oldest_waiting(oldest);
+        Ok((self.ledger.reload(known), orphans))
     }
 
     /// The row's health.
     pub fn health(&self) -> &Arc<QueueHealth> {
-        &self.health
+        self.ledger.health()
     }
 
     /// Destinations, in configuration order.
@@ -200,32 +154,23 @@ impl Spool {
 
     /// Rows in the spool (waiting and in delivery).
     pub fn len(&self) -> usize {
-        self.state.lock().ids.len()
+        self.ledger.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.ledger.is_empty()
     }
 
     /// Rows of destination `dest`.
     pub fn len_of(&self, dest: usize) -> usize {
-        self.state
-            .lock()
-            .ids
-            .values()
-            .filter(|(d, _)| *d == dest)
-            .count()
+        self.ledger.len_of(dest)
     }
 
     /// Spools `r` for every destination (dedup per destination, overflow drops the oldest).
     pub fn admit(&self, r: NewReport) -> Admit {
         let _order = self.push_lock.lock();
-        let (held, keep) = {
-            let st = self.state.lock();
-            let keep: Vec<i64> = st.in_flight.iter().copied().filter(|i| *i != 0).collect();
-            (st.ids.len(), keep)
-        };
-        let stamp = self.health.stamp();
+        let (held, keep) = (self.ledger.len(), self.ledger.in_flight());
+        let stamp = self.health().stamp();
         let now = self.clock.now().as_microsecond();
         let (dests, capacity) = (self.dests.clone(), self.capacity);
         let result = self
@@ -233,16 +178,7 @@ impl Spool {
             .write(move |c| crate::store::abuse::admit(c, &dests, &r, now, held, capacity, &keep));
         match result {
             Ok(a) => {
-                let mut st = self.state.lock();
-                for id in &a.evicted {
-                    st.ids.remove(id);
-                }
-                for (id, dest) in &a.inserted {
-                    st.ids.insert(*id, (*dest, stamp));
-                }
-                self.publish(&st);
-                drop(st);
-                self.health.set_flag(Flag::SpoolIo, false);
+                self.ledger.admitted(&a.inserted, &a.evicted, stamp);
                 let c = &self.counters;
                 c.spooled
                     .fetch_add(a.inserted.len() as u64, Ordering::Relaxed);
@@ -251,7 +187,7 @@ impl Spool {
                 if !a.evicted.is_empty() {
                     c.evicted
                         .fetch_add(a.evicted.len() as u64, Ordering::Relaxed);
-                    self.health.record_losses(a.evicted.len() as u64);
+                    self.health().record_losses(a.evicted.len() as u64);
                     crate::warn_limited!(
                         self.logs,
                         "spool_full",
@@ -260,17 +196,10 @@ impl Spool {
                         self.capacity
                     );
                 }
-                for (_, dest) in &a.inserted {
-                    self.wake(*dest);
-                }
                 Admit::Stored
             }
             Err(StoreError::Timeout) => {
-                self.health.note_uncertain(Uncertain::Persistence);
-                self.resync.store(true, Ordering::Release);
-                self.wakes.iter().for_each(|(tx, _)| {
-                    let _ = tx.try_send(());
-                });
+                self.ledger.store_failed(true);
                 crate::warn_limited!(
                     self.logs,
                     "spool_timeout",
@@ -280,7 +209,7 @@ impl Spool {
                 Admit::Uncertain
             }
             Err(e) => {
-                self.health.set_flag(Flag::SpoolIo, true);
+                self.ledger.store_failed(false);
                 crate::warn_limited!(
                     self.logs,
                     "spool_error",
@@ -298,16 +227,16 @@ impl Spool {
         // Admissions pick overflow victims under this lock: the row read here is marked in
         // delivery before any of them can choose it.
         let _order = self.push_lock.lock();
-        if self.resync.swap(false, Ordering::AcqRel) {
+        if self.ledger.resync_due() {
             if let Err(e) = self.load_ids() {
-                self.resync.store(true, Ordering::Release);
+                self.ledger.request_resync();
                 return Err(e);
             }
         }
         let Some((name, _)) = self.dests.get(dest) else {
             return Ok(None);
         };
-        if !self.state.lock().ids.values().any(|(d, _)| *d == dest) {
+        if self.ledger.len_of(dest) == 0 {
             return Ok(None);
         }
         let name = name.clone();
@@ -315,25 +244,15 @@ impl Spool {
             .store
             .read(move |c| crate::store::abuse::head(c, &name));
         match r {
-            Ok(Some(row)) => {
-                let mut st = self.state.lock();
-                if !st.ids.contains_key(&row.id) {
-                    // Evicted between the read and now.
-                    return Ok(None);
-                }
-                if let Some(slot) = st.in_flight.get_mut(dest) {
-                    *slot = row.id;
-                }
-                self.publish(&st);
-                Ok(Some(row))
-            }
+            // Not started when it was evicted between the read and now.
+            Ok(Some(row)) => Ok(self.ledger.start(dest, row.id).then_some(row)),
             Ok(None) => {
                 // The memory list is ahead of the store (a resync is due).
-                self.resync.store(true, Ordering::Release);
+                self.ledger.request_resync();
                 Ok(None)
             }
             Err(e) => {
-                self.health.set_flag(Flag::SpoolIo, true);
+                self.ledger.store_failed(false);
                 Err(e)
             }
         }
@@ -341,11 +260,7 @@ impl Spool {
 
     /// Puts destination `dest`'s row in delivery back to waiting (it keeps its age).
     pub fn release(&self, dest: usize) {
-        let mut st = self.state.lock();
-        if let Some(slot) = st.in_flight.get_mut(dest) {
-            *slot = 0;
-        }
-        self.publish(&st);
+        self.ledger.release(dest);
     }
 
     /// Removes destination `dest`'s row `id` (delivered or rejected) and ends its delivery.
@@ -353,26 +268,8 @@ impl Spool {
         let r = self
             .store
             .write(move |c| crate::store::abuse::remove(c, &[id]));
-        let mut st = self.state.lock();
-        if let Some(slot) = st.in_flight.get_mut(dest) {
-            *slot = 0;
-        }
-        match r {
-            Ok(_) => {
-                st.ids.remove(&id);
-                self.publish(&st);
-                drop(st);
-                self.health.set_flag(Flag::SpoolIo, false);
-                self.health.note_progress();
-                Ok(())
-            }
-            Err(e) => {
-                self.publish(&st);
-                drop(st);
-                self.health.set_flag(Flag::SpoolIo, true);
-                Err(e)
-            }
-        }
+        self.ledger.finish(dest, id, r.is_ok());
+        r.map(|_| ())
     }
 
     /// Forgets dedup marks no window covers any more.
@@ -386,14 +283,12 @@ impl Spool {
 
     /// Wakes destination `dest`'s sender.
     pub fn wake(&self, dest: usize) {
-        if let Some((tx, _)) = self.wakes.get(dest) {
-            let _ = tx.try_send(());
-        }
+        self.ledger.wake(dest);
     }
 
     /// The wake-up receiver of destination `dest`.
     pub(crate) fn waker(&self, dest: usize) -> Option<Receiver<()>> {
-        self.wakes.get(dest).map(|(_, rx)| rx.clone())
+        self.ledger.waker(dest)
     }
 }
 

@@ -13,16 +13,13 @@
 //!   clears it. A push whose commit outcome is unknown (timeout) reports
 //!   `persistence_uncertain` and re-reads the list of ids on the next idle turn.
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, Receiver, Sender};
 use parking_lot::Mutex;
 
 use crate::clock::SharedClock;
-use crate::queue::{Admitted, Flag, QueueHealth, Registry, RowConfig, RowHandle, Uncertain};
+use crate::queue::{QueueHealth, Registry, RowConfig, RowHandle, SpoolLedger};
 use crate::store::spool::SpoolRecord;
 use crate::store::{Store, StoreError};
 
@@ -31,22 +28,15 @@ pub const ROW: &str = "panel.spool";
 /// Records per state directory (spec: 100,000).
 pub const CAPACITY: usize = 100_000;
 
-/// The durable queue.
+/// The durable queue: one ledger lane.
 pub struct Spool {
     store: Store,
     clock: SharedClock,
-    health: Arc<QueueHealth>,
+    ledger: SpoolLedger,
     _row: RowHandle,
     capacity: usize,
-    /// Ids in the store, oldest first, with their admission instants.
-    ids: Mutex<VecDeque<(i64, Admitted)>>,
-    /// The record in delivery (never evicted), or 0.
-    in_flight: AtomicI64,
     /// Serializes pushes so overflow picks consistent victims.
     push_lock: Mutex<()>,
-    resync: AtomicBool,
-    wake_tx: Sender<()>,
-    wake_rx: Receiver<()>,
     logs: crate::lograte::LogLimiter,
 }
 
@@ -68,21 +58,15 @@ impl Spool {
             .register(ROW, health.clone())
             .map_err(crate::queue::RowError::at(ROW))
             .map_err(super::AlertsError::Queue)?;
-        let (wake_tx, wake_rx) = bounded(1);
         let logs = crate::lograte::LogLimiter::new(clock.clone(), Duration::from_secs(60), 8);
         let spool = Spool {
             logs,
             store,
             clock,
-            health,
+            ledger: SpoolLedger::new(health, 1),
             _row: row,
             capacity: capacity.max(1),
-            ids: Mutex::new(VecDeque::new()),
-            in_flight: AtomicI64::new(0),
             push_lock: Mutex::new(()),
-            resync: AtomicBool::new(false),
-            wake_tx,
-            wake_rx,
         };
         let n = spool.load_ids().map_err(super::AlertsError::Spool)?;
         if n > 0 {
@@ -93,61 +77,29 @@ impl Spool {
 
     fn load_ids(&self) -> Result<usize, StoreError> {
         let ids = self.store.read(crate::store::spool::ids)?;
-        let stamp = self.health.stamp();
-        let mut list = self.ids.lock();
-        // Keep the admission instants of ids already known.
-        let known: std::collections::HashMap<i64, Admitted> = list.iter().copied().collect();
-        *list = ids
-            .into_iter()
-            .map(|id| (id, known.get(&id).copied().unwrap_or(stamp)))
-            .collect();
-        let n = list.len();
-        self.publish(&list);
-        Ok(n)
+        Ok(self.ledger.reload(ids.into_iter().map(|id| (id, 0))))
     }
 
     /// The row's health (shared with the worker's running guard).
     pub fn health(&self) -> &Arc<QueueHealth> {
-        &self.health
-    }
-
-    /// Mirrors depth and age into the row. The record in delivery is the head (ids are in
-    /// order and the worker takes the oldest), so this looks at one or two entries.
-    fn publish(&self, list: &VecDeque<(i64, Admitted)>) {
-        let busy = self.in_flight.load(Ordering::Acquire);
-        let busy_listed = busy != 0
-            && (list.front().is_some_and(|(id, _)| *id == busy)
-                || list.iter().any(|(id, _)| *id == busy));
-        let n = list.len() - usize::from(busy_listed);
-        let oldest = list.iter().find(|(id, _)| *id != busy).map(|(_, s)| *s);
-        self.health.set_waiting(n as u64);
-        self.health.set_oldest_waiting(oldest);
+        self.ledger.health()
     }
 
     /// Records in the spool (waiting and in delivery).
     pub fn len(&self) -> usize {
-        self.ids.lock().len()
+        self.ledger.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.ledger.is_empty()
     }
 
     /// Spools one notification; true once it is committed. Overflow removes the oldest
     /// waiting records first (one loss each).
     pub fn push(&self, describe: &str, body: &[u8]) -> bool {
         let _order = self.push_lock.lock();
-        let busy = self.in_flight.load(Ordering::Acquire);
-        let victims: Vec<i64> = {
-            let list = self.ids.lock();
-            let over = (list.len() + 1).saturating_sub(self.capacity);
-            list.iter()
-                .map(|(id, _)| *id)
-                .filter(|id| *id != busy)
-                .take(over)
-                .collect()
-        };
-        let stamp = self.health.stamp();
+        let victims = self.ledger.overflow_victims(1, self.capacity);
+        let stamp = self.health().stamp();
         let created = self.clock.now().as_microsecond();
         let (d, b, v) = (describe.to_string(), body.to_vec(), victims.clone());
         let result = self
@@ -155,18 +107,9 @@ impl Spool {
             .write(move |c| crate::store::spool::push(c, created, &d, &b, &v));
         match result {
             Ok((id, evicted)) => {
-                let mut list = self.ids.lock();
-                for v in &victims {
-                    if let Some(pos) = list.iter().position(|(i, _)| i == v) {
-                        list.remove(pos);
-                    }
-                }
-                list.push_back((id, stamp));
-                self.publish(&list);
-                drop(list);
-                self.health.set_flag(Flag::SpoolIo, false);
+                self.ledger.admitted(&[(id, 0)], &victims, stamp);
                 if evicted > 0 {
-                    self.health.record_losses(evicted as u64);
+                    self.health().record_losses(evicted as u64);
                     crate::warn_limited!(
                         self.logs,
                         "spool_full",
@@ -175,14 +118,11 @@ impl Spool {
                         self.capacity
                     );
                 }
-                let _ = self.wake_tx.try_send(());
                 true
             }
             Err(StoreError::Timeout) => {
                 // Maybe committed: it is delivered if it was; the ids are re-read.
-                self.health.note_uncertain(Uncertain::Persistence);
-                self.resync.store(true, Ordering::Release);
-                let _ = self.wake_tx.try_send(());
+                self.ledger.store_failed(true);
                 crate::warn_limited!(
                     self.logs,
                     "spool_timeout",
@@ -192,8 +132,8 @@ impl Spool {
                 false
             }
             Err(e) => {
-                self.health.set_flag(Flag::SpoolIo, true);
-                self.health.record_loss();
+                self.ledger.store_failed(false);
+                self.health().record_loss();
                 crate::warn_limited!(
                     self.logs,
                     "spool_error",
@@ -207,47 +147,44 @@ impl Spool {
 
     /// The oldest record (the next to deliver). An empty spool is answered from memory.
     pub fn head(&self) -> Result<Option<SpoolRecord>, StoreError> {
-        if self.resync.swap(false, Ordering::AcqRel) {
+        if self.ledger.resync_due() {
             if let Err(e) = self.load_ids() {
-                self.resync.store(true, Ordering::Release);
+                self.ledger.request_resync();
                 return Err(e);
             }
         }
-        if self.ids.lock().is_empty() {
+        if self.ledger.is_empty() {
             return Ok(None);
         }
         let r = self.store.read(crate::store::spool::head);
         if r.is_err() {
-            self.health.set_flag(Flag::SpoolIo, true);
+            self.ledger.store_failed(false);
         }
         r
     }
 
     /// Marks `id` as in delivery (`0`: none); it leaves `waiting` and is never evicted.
     pub fn set_in_flight(&self, id: i64) {
-        self.in_flight.store(id, Ordering::Release);
-        let list = self.ids.lock();
-        self.publish(&list);
+        if id == 0 {
+            self.ledger.release(0);
+        } else {
+            self.ledger.start(0, id);
+        }
     }
 
-    /// Removes a delivered or given-up record.
+    /// Removes a delivered or given-up record. Until that succeeds the record stays in
+    /// delivery (the worker retries the removal, never the delivery).
     pub fn remove(&self, id: i64) -> Result<(), StoreError> {
         let r = self
             .store
             .write(move |c| crate::store::spool::remove(c, id));
         match r {
             Ok(_) => {
-                let mut list = self.ids.lock();
-                if let Some(pos) = list.iter().position(|(i, _)| *i == id) {
-                    list.remove(pos);
-                }
-                self.publish(&list);
-                drop(list);
-                self.health.set_flag(Flag::SpoolIo, false);
+                self.ledger.finish(0, id, true);
                 Ok(())
             }
             Err(e) => {
-                self.health.set_flag(Flag::SpoolIo, true);
+                self.ledger.store_failed(false);
                 Err(e)
             }
         }
@@ -255,12 +192,12 @@ impl Spool {
 
     /// Waits up to `d` for a push (or [`Spool::wake`]).
     pub fn wait(&self, d: Duration) {
-        let _ = self.wake_rx.recv_timeout(d);
+        self.ledger.wait(0, d);
     }
 
     /// Wakes a waiting worker.
     pub fn wake(&self) {
-        let _ = self.wake_tx.try_send(());
+        self.ledger.wake(0);
     }
 }
 

@@ -20,17 +20,16 @@
 //!   logs in again at once. Rows left at shutdown are sent after the restart.
 //! - The password and the token are never logged; error texts never contain them.
 
-use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::Receiver;
 use parking_lot::Mutex;
 
 use crate::clock::SharedClock;
-use crate::queue::{Admitted, Flag, LagBasis, QueueHealth, Registry, RowConfig, RowHandle};
+use crate::queue::{LagBasis, QueueHealth, Registry, RowConfig, RowHandle, SpoolLedger};
 use crate::store::fleet::SpoolRow;
 use crate::store::Store;
 use crate::threat::autoblock::{Confirmed, Trigger};
@@ -129,21 +128,13 @@ pub struct SpoolCounters {
     pub login_failures: AtomicU64,
 }
 
-struct State {
-    ids: BTreeMap<i64, Admitted>,
-    in_flight: i64,
-}
-
-/// The durable alert spool (row `fleet.spool`, table `fleet_spool`).
+/// The durable alert spool (row `fleet.spool`, table `fleet_spool`): one ledger lane.
 pub struct Spool {
     store: Store,
     clock: SharedClock,
-    health: Arc<QueueHealth>,
+    ledger: SpoolLedger,
     _row: RowHandle,
-    state: Mutex<State>,
     push_lock: Mutex<()>,
-    resync: AtomicBool,
-    wake: (Sender<()>, Receiver<()>),
     pub counters: SpoolCounters,
 }
 
@@ -167,15 +158,9 @@ impl Spool {
         let spool = Spool {
             store,
             clock,
-            health,
+            ledger: SpoolLedger::new(health, 1),
             _row: row,
-            state: Mutex::new(State {
-                ids: BTreeMap::new(),
-                in_flight: 0,
-            }),
             push_lock: Mutex::new(()),
-            resync: AtomicBool::new(false),
-            wake: bounded(1),
             counters: SpoolCounters::default(),
         };
         let n = spool.load_ids().map_err(super::FleetError::Store)?;
@@ -187,53 +172,28 @@ impl Spool {
 
     fn load_ids(&self) -> Result<usize, crate::store::StoreError> {
         let rows = self.store.read(crate::store::fleet::ids)?;
-        let stamp = self.health.stamp();
-        let mut st = self.state.lock();
-        let ids: BTreeMap<i64, Admitted> = rows
-            .into_iter()
-            .map(|id| (id, st.ids.get(&id).copied().unwrap_or(stamp)))
-            .collect();
-        st.ids = ids;
-        let n = st.ids.len();
-        self.publish(&st);
-        drop(st);
-        let _ = self.wake.0.try_send(());
-        Ok(n)
-    }
-
-    fn publish(&self, st: &State) {
-        let running = usize::from(st.in_flight != 0 && st.ids.contains_key(&st.in_flight));
-        let oldest = st
-            .ids
-            .iter()
-            .find(|(id, _)| **id != st.in_flight)
-            .map(|(_, s)| *s);
-        self.health.set_waiting((st.ids.len() - running) as u64);
-        self.health.set_oldest_waiting(oldest);
+        Ok(self.ledger.reload(rows.into_iter().map(|id| (id, 0))))
     }
 
     /// The row's health.
     pub fn health(&self) -> &Arc<QueueHealth> {
-        &self.health
+        self.ledger.health()
     }
 
     /// Alerts in the spool (waiting and in delivery).
     pub fn len(&self) -> usize {
-        self.state.lock().ids.len()
+        self.ledger.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.ledger.is_empty()
     }
 
     /// Spools one alert unless its address and scenario were pushed within the decision.
     pub fn admit(&self, p: &Pending, server: &str) -> Admit {
         let _order = self.push_lock.lock();
-        let (held, keep) = {
-            let st = self.state.lock();
-            (st.ids.len(), st.in_flight)
-        };
-        let stamp = self.health.stamp();
+        let (held, keep) = (self.ledger.len(), self.ledger.in_flight());
+        let stamp = self.health().stamp();
         let now = self.clock.now().as_microsecond();
         let until = now.saturating_add(i64::try_from(p.duration.as_micros()).unwrap_or(i64::MAX));
         let at = jiff::Timestamp::from_microsecond(p.at).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
@@ -258,41 +218,31 @@ impl Spool {
                 until,
                 held,
                 SPOOL_CAPACITY,
-                &[keep],
+                &keep,
             )
         });
         match r {
             Ok(a) => {
-                self.health.set_flag(Flag::SpoolIo, false);
                 let Some(id) = a.inserted else {
+                    self.ledger.admitted(&[], &[], stamp);
                     self.counters.deduplicated.fetch_add(1, Ordering::Relaxed);
                     return Admit::Deduplicated;
                 };
-                let mut st = self.state.lock();
-                for v in &a.evicted {
-                    st.ids.remove(v);
-                }
-                st.ids.insert(id, stamp);
-                self.publish(&st);
-                drop(st);
+                self.ledger.admitted(&[(id, 0)], &a.evicted, stamp);
                 self.counters.spooled.fetch_add(1, Ordering::Relaxed);
                 if !a.evicted.is_empty() {
                     let n = a.evicted.len() as u64;
                     self.counters.evicted.fetch_add(n, Ordering::Relaxed);
-                    self.health.record_losses(n);
+                    self.health().record_losses(n);
                 }
-                let _ = self.wake.0.try_send(());
                 Admit::Stored
             }
             Err(crate::store::StoreError::Timeout) => {
-                self.health
-                    .note_uncertain(crate::queue::Uncertain::Persistence);
-                self.resync.store(true, Ordering::Release);
-                let _ = self.wake.0.try_send(());
+                self.ledger.store_failed(true);
                 Admit::Uncertain
             }
             Err(e) => {
-                self.health.set_flag(Flag::SpoolIo, true);
+                self.ledger.store_failed(false);
                 log::warn!("{SPOOL_ROW}: cannot spool an alert: {e}");
                 Admit::Failed
             }
@@ -302,31 +252,23 @@ impl Spool {
     /// The oldest row, marked in delivery.
     pub fn take(&self) -> Result<Option<SpoolRow>, crate::store::StoreError> {
         let _order = self.push_lock.lock();
-        if self.resync.swap(false, Ordering::AcqRel) {
+        if self.ledger.resync_due() {
             if let Err(e) = self.load_ids() {
-                self.resync.store(true, Ordering::Release);
+                self.ledger.request_resync();
                 return Err(e);
             }
         }
-        if self.state.lock().ids.is_empty() {
+        if self.ledger.is_empty() {
             return Ok(None);
         }
         match self.store.read(crate::store::fleet::head) {
-            Ok(Some(row)) => {
-                let mut st = self.state.lock();
-                if !st.ids.contains_key(&row.id) {
-                    return Ok(None);
-                }
-                st.in_flight = row.id;
-                self.publish(&st);
-                Ok(Some(row))
-            }
+            Ok(Some(row)) => Ok(self.ledger.start(0, row.id).then_some(row)),
             Ok(None) => {
-                self.resync.store(true, Ordering::Release);
+                self.ledger.request_resync();
                 Ok(None)
             }
             Err(e) => {
-                self.health.set_flag(Flag::SpoolIo, true);
+                self.ledger.store_failed(false);
                 Err(e)
             }
         }
@@ -334,9 +276,7 @@ impl Spool {
 
     /// Puts the row in delivery back to waiting (it keeps its age).
     pub fn release(&self) {
-        let mut st = self.state.lock();
-        st.in_flight = 0;
-        self.publish(&st);
+        self.ledger.release(0);
     }
 
     /// Removes row `id` (delivered or refused).
@@ -344,17 +284,7 @@ impl Spool {
         let r = self
             .store
             .write(move |c| crate::store::fleet::remove(c, &[id]));
-        let mut st = self.state.lock();
-        st.in_flight = 0;
-        if r.is_ok() {
-            st.ids.remove(&id);
-        }
-        self.publish(&st);
-        drop(st);
-        self.health.set_flag(Flag::SpoolIo, r.is_err());
-        if r.is_ok() {
-            self.health.note_progress();
-        }
+        self.ledger.finish(0, id, r.is_ok());
         r.map(|_| ())
     }
 
@@ -367,7 +297,10 @@ impl Spool {
     }
 
     pub(crate) fn waker(&self) -> Receiver<()> {
-        self.wake.1.clone()
+        // Lane 0 always exists.
+        self.ledger
+            .waker(0)
+            .unwrap_or_else(crossbeam_channel::never)
     }
 }
 

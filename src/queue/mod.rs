@@ -92,6 +92,7 @@ mod guards;
 mod hclock;
 mod health;
 pub mod heartbeat;
+mod ledger;
 mod losses;
 mod registry;
 mod ring;
@@ -105,6 +106,7 @@ pub(crate) use capacity::Capacity;
 pub use error::{RowCause, RowError};
 pub use guards::{RunningGuard, Ticket};
 pub use health::QueueHealth;
+pub use ledger::SpoolLedger;
 pub use registry::{RegisterError, Registry, RowHandle};
 pub use row::Row;
 pub use types::{
