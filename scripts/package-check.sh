@@ -5,6 +5,7 @@
 # the unpacked binary's `svc validate` on the shipped configuration, renders the man pages,
 # runs `systemd-analyze verify` on the unit and prints its `systemd-analyze security` exposure
 # (fails above 3.0), and prints the figures: package and binary sizes, highest GLIBC_ symbol.
+# Last, scripts/systemd-boot-check.sh boots the .deb in a Debian root under systemd.
 #
 # SVC_PACKAGE_PROFILE defaults to `fast` here (CI time; decision 336); set it to `release`
 # for the real release profile.
@@ -86,3 +87,6 @@ bin=$root/usr/sbin/svc
 echo "figures: .deb $(stat -c %s "$deb") bytes, .rpm $(stat -c %s "$rpm") bytes," \
     "binary $(stat -c %s "$bin") bytes (stripped)," \
     "highest $(objdump -T "$bin" | grep -o 'GLIBC_[0-9.]*' | sort -V | tail -1), exposure $score"
+
+# The .deb installed into a Debian root with systemd and booted (decision 449).
+scripts/systemd-boot-check.sh "$deb"

@@ -45,8 +45,9 @@ pub fn thread_nice() -> io::Result<i32> {
 /// else) keep the CPU busy, the threads that take findings in still run first.
 pub const INGEST_NICE: i32 = -10;
 
-/// Raises the calling thread to [`INGEST_NICE`] where permitted (root, `CAP_SYS_NICE`);
-/// otherwise it keeps the default priority, said once in the log.
+/// Raises the calling thread to [`INGEST_NICE`] where permitted (root, `CAP_SYS_NICE`, and
+/// `setpriority` allowed: the shipped unit denies it, decision 448); otherwise it keeps the
+/// default priority, said once in the log.
 pub fn raise_priority(what: &str) {
     if let Err(e) = set_thread_nice(INGEST_NICE) {
         log::info!("{what}: runs at the default priority ({e})");
