@@ -7,8 +7,8 @@
 # filter off, so that the unit's sandbox (CapabilityBoundingSet, SystemCallFilter, ...) is
 # what limits the daemon. Checks: the unit becomes active (Type=notify) after its
 # `svc validate`; the firewall engine runs; the file watcher uses fanotify; all four kernel
-# probes attach; a webshell written to /var/www/html is a finding in the API; `systemctl
-# reload` succeeds; `systemctl stop` ends with Result=success.
+# probes attach; a webshell written to /var/www/html and an AF_ALG socket are findings in
+# the API; `systemctl reload` succeeds; `systemctl stop` ends with Result=success.
 #
 #   scripts/systemd-boot-check.sh PATH/TO/svc.deb
 set -euo pipefail
@@ -110,6 +110,21 @@ for _ in $(seq 60); do
 done
 [ -n "$found" ] || fail "no webshell finding for /var/www/html/shell.php"
 
+# An AF_ALG socket (family 38, SOCK_SEQPACKET) asked for by a process of the container (the
+# call itself may fail where the kernel lacks af_alg; the probe sees the attempt): the
+# kernel probe, its ring and the process context all work under the unit's sandbox.
+inside perl -e 'socket(my $s, 38, 5, 0)' || true
+found=
+for _ in $(seq 60); do
+    if inside curl -sk -H "Authorization: Bearer $token" \
+        https://127.0.0.1:9443/api/v1/findings | grep -q '"check":"af_alg_socket"'; then
+        found=yes
+        break
+    fi
+    sleep 1
+done
+[ -n "$found" ] || fail "no af_alg_socket finding for an AF_ALG socket"
+
 inside systemctl reload svc.service || fail "systemctl reload failed"
 inside systemctl stop svc.service
 result=$(inside systemctl show -p Result --value svc.service)
@@ -117,4 +132,4 @@ result=$(inside systemctl show -p Result --value svc.service)
 rm -f "$root.log"
 echo "systemd boot check: svc.service active under systemd $(inside systemctl --version |
     awk 'NR == 1 { print $2 }') with fanotify, the firewall and 4 kernel probes; webshell" \
-    "found, reload and stop clean ($(($(date +%s) - start)) s)"
+    "and AF_ALG socket found, reload and stop clean ($(($(date +%s) - start)) s)"
