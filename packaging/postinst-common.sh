@@ -1,6 +1,9 @@
 # Shared by the .deb postinst and the .rpm %post (packaging/build.sh pastes it in).
 # Generates the admin API token once, prints where it is; never changes the configuration,
 # so automatic responses stay in dry run (decision 334).
+# The .deb does not ship /var/lib/svc (decision 441); it is root's only (store, control
+# socket, quarantine, TLS key).
+[ -d /var/lib/svc ] || mkdir -m 0700 /var/lib/svc
 token_file=/etc/svc/conf.d/admin-token.toml
 if [ ! -e "$token_file" ]; then
     old_umask=$(umask)

@@ -4,8 +4,12 @@
 # man pages, the conffile and the completions, unpacks the .deb into a temp root and runs
 # the unpacked binary's `svc validate` on the shipped configuration, renders the man pages,
 # runs `systemd-analyze verify` on the unit and prints its `systemd-analyze security` exposure
-# (fails above 3.0), and prints the figures: package and binary sizes, highest GLIBC_ symbol.
-# Last, scripts/systemd-boot-check.sh boots the .deb in a Debian root under systemd.
+# (fails above 3.0), prints the figures: package and binary sizes, highest GLIBC_ symbol, and
+# then installs both into clean roots (scripts/package-install-check.sh: the .deb with dpkg
+# into a cached Debian minbase root, install, reinstall, remove, purge; the .rpm with
+# `rpm --root`). Last,
+# scripts/systemd-boot-check.sh boots the .deb in a Debian root under systemd. Each step
+# prints its time.
 #
 # SVC_PACKAGE_PROFILE defaults to `fast` here (CI time; decision 336); set it to `release`
 # for the real release profile.
@@ -16,8 +20,9 @@ export SVC_PACKAGE_PROFILE=${SVC_PACKAGE_PROFILE:-fast}
 # debhelper, lintian, rpm, devscripts, binutils: the packages and their checks. autoconf,
 # automake, autopoint, gettext, libtool, flex, bison, gawk: the `bpf-vendored` build of the
 # packaged binary configures and compiles elfutils' libelf from source (decision 423).
+# debootstrap: the clean root the .deb is installed into (decision 440).
 tools=(debhelper lintian rpm devscripts binutils autoconf automake autopoint gettext libtool
-    flex bison gawk)
+    flex bison gawk debootstrap)
 missing=()
 for p in "${tools[@]}"; do
     dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
@@ -28,8 +33,13 @@ if command -v apt-get >/dev/null 2>&1 && [ ${#missing[@]} -gt 0 ]; then
         "${missing[@]}" >/dev/null
 fi
 
+started=$SECONDS
 deb=$(packaging/build.sh deb | tail -1)
+echo "== built $deb ($((SECONDS - started)) s)"
+built=$SECONDS
 rpm=$(packaging/build.sh rpm | tail -1)
+echo "== built $rpm ($((SECONDS - built)) s)"
+checked=$SECONDS
 
 echo "== lintian $deb"
 lintian --tag-display-limit 0 "$deb" | tee /tmp/svc-lintian.$$ || true
@@ -87,6 +97,13 @@ bin=$root/usr/sbin/svc
 echo "figures: .deb $(stat -c %s "$deb") bytes, .rpm $(stat -c %s "$rpm") bytes," \
     "binary $(stat -c %s "$bin") bytes (stripped)," \
     "highest $(objdump -T "$bin" | grep -o 'GLIBC_[0-9.]*' | sort -V | tail -1), exposure $score"
+echo "== package checks ($((SECONDS - checked)) s)"
+
+installed=$SECONDS
+scripts/package-install-check.sh "$deb" "$rpm"
+echo "== clean-root install checks ($((SECONDS - installed)) s)"
 
 # The .deb installed into a Debian root with systemd and booted (decision 449).
+booted=$SECONDS
 scripts/systemd-boot-check.sh "$deb"
+echo "== systemd boot check ($((SECONDS - booted)) s); package-check total $((SECONDS - started)) s"
