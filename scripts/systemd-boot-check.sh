@@ -97,33 +97,27 @@ for want in "firewall engine running" "file watcher: using fanotify" \
     journal | grep -qF "$want" || fail "the unit's daemon never logged '$want'"
 done
 
-printf '<?php @eval($_POST["cmd"]); ?>\n' >"$root/var/www/html/shell.php"
 token=$(sed -n 's/^token = "\(.*\)"$/\1/p' "$root/etc/svc/conf.d/admin-token.toml")
-found=
-for _ in $(seq 60); do
-    if inside curl -sk -H "Authorization: Bearer $token" \
-        https://127.0.0.1:9443/api/v1/findings | grep -q '"check":"webshell"'; then
-        found=yes
-        break
-    fi
-    sleep 1
-done
-[ -n "$found" ] || fail "no webshell finding for /var/www/html/shell.php"
+# Waits up to 60 s for a finding of check $1 in the API; fails with $2.
+await_finding() {
+    for _ in $(seq 60); do
+        if inside curl -sk -H "Authorization: Bearer $token" \
+            https://127.0.0.1:9443/api/v1/findings | grep -q "\"check\":\"$1\""; then
+            return 0
+        fi
+        sleep 1
+    done
+    fail "$2"
+}
+
+printf '<?php @eval($_POST["cmd"]); ?>\n' >"$root/var/www/html/shell.php"
+await_finding webshell "no webshell finding for /var/www/html/shell.php"
 
 # An AF_ALG socket (family 38, SOCK_SEQPACKET) asked for by a process of the container (the
 # call itself may fail where the kernel lacks af_alg; the probe sees the attempt): the
 # kernel probe, its ring and the process context all work under the unit's sandbox.
 inside perl -e 'socket(my $s, 38, 5, 0)' || true
-found=
-for _ in $(seq 60); do
-    if inside curl -sk -H "Authorization: Bearer $token" \
-        https://127.0.0.1:9443/api/v1/findings | grep -q '"check":"af_alg_socket"'; then
-        found=yes
-        break
-    fi
-    sleep 1
-done
-[ -n "$found" ] || fail "no af_alg_socket finding for an AF_ALG socket"
+await_finding af_alg_socket "no af_alg_socket finding for an AF_ALG socket"
 
 inside systemctl reload svc.service || fail "systemctl reload failed"
 inside systemctl stop svc.service
