@@ -37,7 +37,7 @@ const MAX_NAME: usize = 256;
 pub(super) struct Users {
     by_uid: HashMap<u32, String>,
     by_name: HashMap<String, u32>,
-    nss: HashMap<u32, Option<String>>,
+    nss: crate::hostfs::OwnerCache,
 }
 
 impl Users {
@@ -45,7 +45,7 @@ impl Users {
         let mut u = Users {
             by_uid: HashMap::new(),
             by_name: HashMap::new(),
-            nss: HashMap::new(),
+            nss: crate::hostfs::OwnerCache::default(),
         };
         if let Some(p) = &ctx.passwd_path {
             if let Ok(bytes) = read_bounded(p, ctx.limits.max_file_bytes, true) {
@@ -62,17 +62,7 @@ impl Users {
         if let Some(n) = self.by_uid.get(&uid) {
             return Some(n.clone());
         }
-        if let Some(n) = self.nss.get(&uid) {
-            return n.clone();
-        }
-        let n = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-            .ok()
-            .flatten()
-            .map(|u| u.name);
-        if self.nss.len() < 4096 {
-            self.nss.insert(uid, n.clone());
-        }
-        n
+        self.nss.name(uid)
     }
 
     pub(super) fn uid(&self, name: &str) -> Option<u32> {
