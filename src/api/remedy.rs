@@ -124,6 +124,18 @@ fn fix_refusal(e: &FixError) -> (u16, String) {
     (e.status(), e.to_string())
 }
 
+/// The answer to a fix that was refused: `error`, and `reason` when the file is not the
+/// site's alone (`hard_linked`, `foreign_owner`).
+fn fix_refused(e: &FixError) -> Response {
+    match e.reason() {
+        Some(reason) => Response::json(
+            e.status(),
+            &json!({ "error": e.to_string(), "reason": reason }),
+        ),
+        None => refusal(fix_refusal(e)),
+    }
+}
+
 /// `POST /api/v1/fix`.
 pub fn fix(app: &App, req: &Request, _c: &Caller) -> Response {
     let id = tri!(body_id(app, req));
@@ -144,7 +156,7 @@ fn fix_one(app: &App, id: &str, f: &Finding) -> Response {
                 &json!({ "ok": true, "id": id, "check": f.check, "fixed": done, "resolved": resolved }),
             )
         }
-        Err(e) => refusal(fix_refusal(&e)),
+        Err(e) => fix_refused(&e),
     }
 }
 
@@ -198,23 +210,27 @@ pub fn fix_bulk(app: &App, req: &Request, _c: &Caller) -> Response {
                     .cloned()
                     .ok_or_else(|| (404, format!("no active finding {id}")))
             })
+            .map_err(|e| (e, None))
             .and_then(|f| {
                 app.services
                     .fixer
                     .apply(&f)
                     .map(|d| (f, d))
-                    .map_err(|e| fix_refusal(&e))
+                    .map_err(|e| (fix_refusal(&e), e.reason()))
             });
         match outcome {
             Ok((f, d)) => {
                 fixed.push(json!({ "id": id, "fixed": d }));
                 done_findings.push(f);
             }
-            Err((status, error)) => {
+            Err(((status, error), reason)) => {
                 first_status.get_or_insert(status);
-                failures.push(
-                    json!({ "id": crate::text::for_log(id, 40), "status": status, "error": error }),
-                );
+                let mut failure =
+                    json!({ "id": crate::text::for_log(id, 40), "status": status, "error": error });
+                if let Some(reason) = reason {
+                    failure["reason"] = json!(reason);
+                }
+                failures.push(failure);
             }
         }
     }

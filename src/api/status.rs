@@ -430,6 +430,13 @@ pub fn metrics(app: &App, _req: &Request, _c: &Caller) -> Response {
     }
     event_metrics(&mut out, app);
     super::history::write_metrics(&mut out);
+    let _ = writeln!(
+        out,
+        "# HELP svc_fix_refusals_total Fixes, quarantines and cleanings refused because the file was not the site's alone.\n# TYPE svc_fix_refusals_total counter"
+    );
+    for (reason, n) in crate::sys::dir::refusals() {
+        let _ = writeln!(out, "svc_fix_refusals_total{{reason=\"{reason}\"}} {n}");
+    }
     queue_metrics(&mut out, &app.services.registry.snapshot());
     super::metrics::watcher_metrics(&mut out, &app.services.components.rows());
     if let Some(c) = &app.services.challenge {

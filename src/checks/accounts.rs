@@ -73,6 +73,36 @@ pub fn parse_passwd(bytes: &[u8]) -> (Vec<PasswdEntry>, usize) {
     (entries, bad)
 }
 
+/// The uids of login accounts, `UID_MIN..=UID_MAX` of `login.defs` beside the passwd file
+/// (`/etc/login.defs`; 1000 and 60000 when absent or unset). Root and system accounts lie
+/// outside it: a fix never gives them a crontab line a site chose.
+pub fn login_uid_range(ctx: &CheckContext) -> std::ops::RangeInclusive<u32> {
+    let text = ctx
+        .passwd_path
+        .as_deref()
+        .and_then(std::path::Path::parent)
+        .and_then(|etc| ctx.read_config(&etc.join("login.defs"), true).ok())
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    parse_uid_range(&text)
+}
+
+/// `UID_MIN` and `UID_MAX` of a `login.defs` text (defaults 1000 and 60000).
+pub fn parse_uid_range(text: &str) -> std::ops::RangeInclusive<u32> {
+    let value = |key: &str| {
+        text.lines().find_map(|l| {
+            let mut words = l.split_whitespace();
+            (words.next() == Some(key))
+                .then(|| words.next()?.parse::<u32>().ok())
+                .flatten()
+        })
+    };
+    // A UID_MIN of 0 would make root a login account: never.
+    let min = value("UID_MIN").unwrap_or(1000).max(1);
+    let max = value("UID_MAX").unwrap_or(60000);
+    min..=max
+}
+
 /// CRITICAL finding per account other than `root` with UID 0 (message names the account,
 /// so each account is its own active finding).
 pub fn uid0_account(ctx: &CheckContext) -> Vec<Finding> {
@@ -118,6 +148,16 @@ mod tests {
         +@nis::::::\n\
         broken:x:zero:0::/:/bin/sh\n\
         short:x:0\n";
+
+    #[test]
+    fn login_uid_range_from_login_defs() {
+        assert_eq!(parse_uid_range(""), 1000..=60000);
+        assert_eq!(
+            parse_uid_range("# UID_MIN 5\nUID_MIN\t\t 500\nUID_MAX 29999\n"),
+            500..=29999
+        );
+        assert_eq!(parse_uid_range("UID_MIN 0\nUID_MAX x"), 1..=60000);
+    }
 
     #[test]
     fn parses_lines_and_counts_bad_ones() {

@@ -102,6 +102,15 @@ pub fn parse_cron_line(
     }))
 }
 
+/// Whether an account name can name a file in a user crontab spool: not empty, no `/`, no
+/// leading `.`, no control character, at most 64 bytes.
+pub fn is_crontab_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && !name.chars().any(|c| c == '/' || c.is_control())
+}
+
 /// Parses a crontab (lossy UTF-8): entries and the count of bad lines.
 pub fn parse_crontab(bytes: &[u8], format: CronFormat) -> (Vec<CronEntry>, usize) {
     let text = String::from_utf8_lossy(bytes);

@@ -6,10 +6,11 @@
 //! - `perf_cms_cron`: a WordPress site (`wp-config.php` in a web root or one level below)
 //!   without `DISABLE_WP_CRON`, so its scheduler runs inside visitors' page loads.
 //!
-//! WARNING findings; the message names the file, the account is its owner.
+//! WARNING findings; the message names the file. The account of `php_display_errors` and
+//! `perf_cms_cron` is the site's ([`site_account`]), of `perf_error_log` the file's owner.
 
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::context::CheckContext;
 use super::sink::Sink;
@@ -30,24 +31,34 @@ const MAX_READ: u64 = 1024 * 1024;
 /// Site ini files that set `display_errors` per directory.
 const SITE_INIS: &[&str] = &[".user.ini", "php.ini"];
 
-/// The web roots and their direct subdirectories (a site's document root or an account's).
-fn site_dirs(ctx: &CheckContext) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for root in ctx.glob_all(&ctx.web_roots) {
-        out.push(root.clone());
-        out.extend(
-            ctx.glob(&root.join("*"))
-                .into_iter()
-                .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())),
-        );
+/// The account of a site: the owner of its web root; in a web root root owns (`/var/www`),
+/// the owner of the site's directory directly below it, which only root could have made
+/// there. Never the owner of a file inside the site: a user can hard-link anyone's file
+/// into its site (issue 35).
+pub fn site_account(root_owner: u32, site_dir_owner: u32) -> u32 {
+    if root_owner != 0 {
+        root_owner
+    } else {
+        site_dir_owner
     }
-    out
 }
 
-fn owner_of(owners: &mut OwnerCache, path: &Path) -> Option<String> {
-    std::fs::symlink_metadata(path)
-        .ok()
-        .and_then(|m| owners.name(m.uid()))
+/// The web roots and their direct subdirectories (a site's document root or an account's),
+/// each with the uid of its site's account ([`site_account`]).
+fn site_dirs(ctx: &CheckContext) -> Vec<(PathBuf, u32)> {
+    let mut out = Vec::new();
+    for root in ctx.glob_all(&ctx.web_roots) {
+        let Ok(root_meta) = std::fs::symlink_metadata(&root) else {
+            continue;
+        };
+        out.push((root.clone(), root_meta.uid()));
+        out.extend(ctx.glob(&root.join("*")).into_iter().filter_map(|p| {
+            let m = std::fs::symlink_metadata(&p).ok().filter(|m| m.is_dir())?;
+            let account = site_account(root_meta.uid(), m.uid());
+            Some((p, account))
+        }));
+    }
+    out
 }
 
 /// `perf_error_log`.
@@ -104,7 +115,7 @@ pub fn display_errors_lines(text: &str) -> Vec<usize> {
 pub fn site_display_errors(ctx: &CheckContext) -> Vec<Finding> {
     let mut sink = Sink::new(ctx, DISPLAY_ERRORS_CHECK);
     let mut owners = OwnerCache::default();
-    for dir in site_dirs(ctx) {
+    for (dir, account) in site_dirs(ctx) {
         for name in SITE_INIS {
             let path = dir.join(name);
             let Ok(bytes) = crate::hostfs::read_bounded(&path, MAX_READ, false) else {
@@ -129,7 +140,7 @@ pub fn site_display_errors(ctx: &CheckContext) -> Vec<Finding> {
                         .join(", ")
                 ))
                 .with_path(shown);
-            sink.push_owned(f, owner_of(&mut owners, &path));
+            sink.push_owned(f, owners.name(account));
         }
     }
     sink.finish(None)
@@ -147,7 +158,7 @@ pub fn defines_disable_wp_cron(text: &str) -> bool {
 pub fn cms_cron(ctx: &CheckContext) -> Vec<Finding> {
     let mut sink = Sink::new(ctx, CMS_CRON_CHECK);
     let mut owners = OwnerCache::default();
-    for dir in site_dirs(ctx) {
+    for (dir, account) in site_dirs(ctx) {
         let path = dir.join("wp-config.php");
         let Ok(bytes) = crate::hostfs::read_bounded(&path, MAX_READ, false) else {
             continue;
@@ -165,7 +176,7 @@ pub fn cms_cron(ctx: &CheckContext) -> Vec<Finding> {
                 "DISABLE_WP_CRON is not set: wp-cron.php runs inside visitors' requests; a system cron is steadier",
             )
             .with_path(shown);
-        sink.push_owned(f, owner_of(&mut owners, &path));
+        sink.push_owned(f, owners.name(account));
     }
     sink.finish(None)
 }

@@ -171,6 +171,11 @@ impl LiveCollectors {
             Arc::new(crate::mail::archive::PackageUnpacker {
                 limits: cfg.mail.archive,
             }),
+            // .htaccess and .user.ini injections are cleaned as the fix cleans them.
+            Arc::new(crate::remedy::clean::AutoClean {
+                store: self.store.clone(),
+                clock: self.clock.clone(),
+            }),
         )
     }
 

@@ -1,6 +1,10 @@
 //! Removing lines from a file in place, with the whole file kept first as a "pre-clean
 //! backup" quarantine entry (listed by `GET /api/v1/quarantine`).
 //!
+//! Only a file that is the site's alone is cleaned (one link, the site's owner, checked on
+//! the opened descriptor: `sys::dir::SoleOwner`); the edit is a new file renamed into
+//! place, so no other name of an inode ever sees it.
+//!
 //! The cleaned text is written to a new file beside the original (same owner and mode,
 //! synced), the original is moved into the quarantine (the backup: its entry keeps the
 //! path, owner, mode and times), then the new file takes its name (no replace: if anything
@@ -13,7 +17,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use super::{changed, open_beneath, shown, unchanged_since, FixError};
+use super::{changed, open_sole, shown, unchanged_since, FixError};
 use crate::clock::SharedClock;
 use crate::findings::Finding;
 use crate::scan::quarantine::control::{quarantine_and_record, Cause};
@@ -41,6 +45,9 @@ pub struct Place<'a> {
     pub quarantine_dir: &'a Path,
     /// The root the file lies beneath (nothing above it is followed or touched).
     pub root: &'a Path,
+    /// The uid that must own the file; `None`: the owner of `root` (any owner when root
+    /// owns it). The file must have no other hard link either way.
+    pub account: Option<u32>,
 }
 
 /// The text of a file of `size` bytes a cleaning reads: at most [`MAX_CLEAN_BYTES`] + 1
@@ -64,7 +71,7 @@ pub fn clean_file(
         path: shown(path),
         error,
     };
-    let (parent, file, info) = open_beneath(&[at.root.to_path_buf()], path)?;
+    let (parent, file, info) = open_sole(&[at.root.to_path_buf()], path, at.account)?;
     unchanged_since(f, path, &info)?;
     if info.size > MAX_CLEAN_BYTES {
         return Err(FixError::BadPath {
@@ -109,7 +116,7 @@ pub fn clean_file(
                     std::io::ErrorKind::NotFound | std::io::ErrorKind::InvalidInput => {
                         changed(path, &e.to_string())
                     }
-                    _ => failed(e),
+                    _ => FixError::of_io(path, e),
                 });
             }
         };
@@ -143,4 +150,45 @@ pub fn clean_file(
         backup_id,
         removed_lines: removed,
     })
+}
+
+/// The automatic response's cleaning of `.htaccess` and `.user.ini` injections (the file
+/// watcher calls it through `watch::analyzer::InjectionCleaner`): the fix's own edit
+/// ([`super::htaccess::without_injections`]) and guarantees, beneath the watched root of
+/// `path`, with the backup in the watcher's quarantine.
+pub struct AutoClean {
+    pub store: Store,
+    pub clock: SharedClock,
+}
+
+impl crate::watch::analyzer::InjectionCleaner for AutoClean {
+    fn clean(
+        &self,
+        quarantine: &Quarantine,
+        path: &Path,
+        check: &str,
+        account: Option<&str>,
+    ) -> Result<String, String> {
+        let root =
+            super::longest_root(quarantine.roots().to_vec(), path).map_err(|e| e.to_string())?;
+        let at = Place {
+            store: &self.store,
+            clock: &self.clock,
+            quarantine_dir: quarantine.dir(),
+            root: &root,
+            account: None,
+        };
+        // Just scanned: the content the cleaning reads is what it edits (the backup's SHA-256
+        // is checked against it), so no age test applies.
+        let mut probe = Finding::new(
+            check,
+            crate::findings::Severity::High,
+            "automatic response",
+            jiff::Timestamp::MAX,
+        );
+        probe.account = account.map(str::to_string);
+        clean_file(&at, &probe, path, super::htaccess::without_injections)
+            .map(|done| done.backup_id)
+            .map_err(|e| e.to_string())
+    }
 }

@@ -31,7 +31,7 @@ use crate::clock::SharedClock;
 use crate::findings::Finding;
 use crate::scan::quarantine::control::{quarantine_and_record, Cause, QuarantineControl};
 use crate::store::Store;
-use crate::sys::dir::{self, Dir, FileInfo, Kind};
+use crate::sys::dir::{self, Dir, FileInfo, Kind, Refusal, SoleOwner};
 
 /// Mode a writable PHP file gets.
 pub const PHP_FIX_MODE: u32 = 0o644;
@@ -128,6 +128,15 @@ pub enum FixError {
     Changed { path: String, what: String },
     /// The quarantine is not available right now (the file watcher is restarting).
     Unavailable,
+    /// The file is not the site's alone: it has other hard links, or its owner is not the
+    /// site's account (nothing was changed).
+    Refused { path: String, refusal: Refusal },
+    /// The site's account is root, a system account or has no name: no crontab line is
+    /// written for it.
+    NotAccount { path: String, uid: u32 },
+    /// The site's path cannot be written into a crontab line as it is (`%`, `\\`, control
+    /// characters, bytes that are not UTF-8).
+    CronUnsafe { path: String },
     /// The file system refused.
     Failed { path: String, error: std::io::Error },
     /// The site's database could not be read or written.
@@ -142,9 +151,38 @@ impl FixError {
     pub fn status(&self) -> u16 {
         match self {
             FixError::NoFix { .. } | FixError::NoPath | FixError::BadPath { .. } => 400,
-            FixError::Changed { .. } => 409,
+            FixError::Changed { .. } | FixError::Refused { .. } | FixError::NotAccount { .. } => {
+                409
+            }
+            FixError::CronUnsafe { .. } => 400,
             FixError::Unavailable => 503,
             FixError::Failed { .. } | FixError::Database { .. } => 500,
+        }
+    }
+}
+
+impl FixError {
+    /// The machine-readable reason of a refusal to act on a file that is not the site's
+    /// alone (`reason` in the answer).
+    pub fn reason(&self) -> Option<&'static str> {
+        match self {
+            FixError::Refused { refusal, .. } => Some(refusal.reason()),
+            FixError::NotAccount { .. } => Some("system_account"),
+            _ => None,
+        }
+    }
+
+    /// A file-system error, or the refusal it carries.
+    fn of_io(path: &Path, error: std::io::Error) -> FixError {
+        match dir::refusal_of(&error) {
+            Some(refusal) => FixError::Refused {
+                path: shown(path),
+                refusal,
+            },
+            None => FixError::Failed {
+                path: shown(path),
+                error,
+            },
         }
     }
 }
@@ -171,6 +209,19 @@ impl std::fmt::Display for FixError {
                     "the quarantine is restarting (configuration reload); try again"
                 )
             }
+            FixError::Refused { path, refusal } => {
+                write!(f, "refusing to fix {}: {refusal}", esc(path))
+            }
+            FixError::NotAccount { path, uid } => write!(
+                f,
+                "refusing to fix {}: the site's account (uid {uid}) is root, a system account or has no name; no crontab of it is changed",
+                esc(path)
+            ),
+            FixError::CronUnsafe { path } => write!(
+                f,
+                "cannot fix {}: the site's path holds %, a backslash, a control character or bytes that are not UTF-8, which a crontab line cannot carry",
+                esc(path)
+            ),
             FixError::Failed { path, error } => write!(f, "fixing {} failed: {error}", esc(path)),
             FixError::Database { path, error } => {
                 write!(f, "fixing the database of {} failed: {error}", esc(path))
@@ -262,12 +313,14 @@ impl Fixer {
             path: shown(path),
             why: "not a crontab the checks read",
         })?;
-        self.clean(f, path, &root, |b| cron::without_threat(b, format, threat))
+        self.clean(f, path, (&root, None), |b| {
+            cron::without_threat(b, format, threat)
+        })
     }
 
     fn clean_htaccess(&self, f: &Finding, path: &Path) -> Result<Fixed, FixError> {
         let root = self.htaccess_root(path)?;
-        self.clean(f, path, &root, htaccess::without_injections)
+        self.clean(f, path, (&root, None), htaccess::without_injections)
     }
 
     /// The root an `.htaccess` lies beneath: a web root, or a watched root (the file
@@ -280,11 +333,13 @@ impl Fixer {
         longest_root(roots, path)
     }
 
+    /// Cleans `path` beneath `root` with `edit` ([`clean::clean_file`]); the file must be
+    /// owned by `account` (`None`: the owner of `root`).
     pub(crate) fn clean(
         &self,
         f: &Finding,
         path: &Path,
-        root: &Path,
+        (root, account): (&Path, Option<u32>),
         edit: impl FnOnce(&[u8]) -> (Vec<u8>, Vec<usize>),
     ) -> Result<Fixed, FixError> {
         let q = (self.quarantine)().ok_or(FixError::Unavailable)?;
@@ -293,6 +348,7 @@ impl Fixer {
             clock: &self.clock,
             quarantine_dir: q.quarantine.dir(),
             root,
+            account,
         };
         let done = clean::clean_file(&at, f, path, edit)?;
         Ok(Fixed {
@@ -370,7 +426,7 @@ impl Fixer {
     }
 
     fn chmod(&self, f: &Finding, path: &Path) -> Result<Fixed, FixError> {
-        let (_dir, file, info) = open_beneath(&self.web_roots(), path)?;
+        let (_dir, file, info) = open_sole(&self.web_roots(), path, None)?;
         unchanged_since(f, path, &info)?;
         if info.mode & 0o002 == 0 {
             return Err(changed(path, "no longer writable by others"));
@@ -395,7 +451,7 @@ impl Fixer {
         // each record keeps its root, so the watcher's quarantine restores it.
         let mut roots = q.quarantine.roots().to_vec();
         roots.extend(self.web_roots());
-        let (_dir, _file, info) = open_beneath(&roots, path)?;
+        let (_dir, _file, info) = open_sole(&roots, path, None)?;
         unchanged_since(f, path, &info)?;
         let cause = Cause {
             check: &f.check,
@@ -411,10 +467,7 @@ impl Fixer {
                 std::io::ErrorKind::NotFound | std::io::ErrorKind::InvalidInput => {
                     changed(path, &error.to_string())
                 }
-                _ => FixError::Failed {
-                    path: shown(path),
-                    error,
-                },
+                _ => FixError::of_io(path, error),
             })?;
         Ok(Fixed {
             action: FixAction::Quarantine,
@@ -484,6 +537,14 @@ fn open_beneath(
     roots: &[PathBuf],
     path: &Path,
 ) -> Result<(Dir, std::fs::File, FileInfo), FixError> {
+    open_in_root(roots, path).map(|(_, d, file, info)| (d, file, info))
+}
+
+/// [`open_beneath`], with the owner of the root first.
+fn open_in_root(
+    roots: &[PathBuf],
+    path: &Path,
+) -> Result<(u32, Dir, std::fs::File, FileInfo), FixError> {
     let (root, rel) = roots
         .iter()
         .filter_map(|r| Some((r, path.strip_prefix(r).ok()?)))
@@ -507,17 +568,38 @@ fn open_beneath(
         }
         e => changed(path, &e.to_string()),
     };
-    let d = Dir::walk_trusted(root)
-        .and_then(|d| d.open_beneath(parent))
-        .map_err(gone)?;
-    let file = d.open_regular(name).map_err(gone)?;
-    let info = FileInfo::of(&file).map_err(|error| FixError::Failed {
+    let failed = |error| FixError::Failed {
         path: shown(path),
         error,
-    })?;
+    };
+    let top = Dir::walk_trusted(root).map_err(gone)?;
+    let root_uid = FileInfo::of(&top).map_err(failed)?.uid;
+    let d = top.open_beneath(parent).map_err(gone)?;
+    let file = d.open_regular(name).map_err(gone)?;
+    let info = FileInfo::of(&file).map_err(failed)?;
     if info.kind != Kind::File {
         return Err(changed(path, "not a regular file"));
     }
+    Ok((root_uid, d, file, info))
+}
+
+/// [`open_beneath`] for a fix that changes the file: the opened descriptor must be the
+/// site's alone (one link; owned by `account`, or else by the owner of the root it lies
+/// beneath: [`SoleOwner`]), checked on that descriptor, which the fix then acts through.
+fn open_sole(
+    roots: &[PathBuf],
+    path: &Path,
+    account: Option<u32>,
+) -> Result<(Dir, std::fs::File, FileInfo), FixError> {
+    let (root_uid, d, file, info) = open_in_root(roots, path)?;
+    let sole = match account {
+        Some(uid) => SoleOwner::account(uid),
+        None => SoleOwner::of_root(root_uid),
+    };
+    sole.check(&info).map_err(|refusal| FixError::Refused {
+        path: shown(path),
+        refusal,
+    })?;
     Ok((d, file, info))
 }
 

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::Path;
 
 use super::clean::{clean_file, Place};
-use super::{changed, open_beneath, shown, unchanged_since, FixError, Fixer};
+use super::{changed, open_in_root, open_sole, shown, unchanged_since, FixError, Fixer};
 use crate::checks::perf;
 use crate::findings::Finding;
 use crate::sys::dir::{self, Dir};
@@ -43,7 +43,7 @@ impl Fixer {
         f: &Finding,
         path: &Path,
     ) -> Result<super::Fixed, FixError> {
-        let (parent, _file, info) = open_beneath(&self.web_roots(), path)?;
+        let (parent, _file, info) = open_sole(&self.web_roots(), path, None)?;
         unchanged_since(f, path, &info)?;
         if info.size < perf::HUGE_ERROR_LOG {
             return Err(changed(path, "no longer huge"));
@@ -88,7 +88,7 @@ impl Fixer {
         path: &Path,
     ) -> Result<super::Fixed, FixError> {
         let root = self.web_root_of(path)?;
-        self.clean(f, path, &root, |bytes| {
+        self.clean(f, path, (&root, None), |bytes| {
             let text = String::from_utf8_lossy(bytes);
             let lines = perf::display_errors_lines(&text);
             let mut out = String::with_capacity(text.len());
@@ -107,21 +107,30 @@ impl Fixer {
     }
 
     /// Defines `DISABLE_WP_CRON` in `wp-config.php` (kept first as a pre-clean backup) and
-    /// adds a line running the site's `wp-cron.php` every 15 minutes to the owner's crontab
-    /// (created with mode 0600 when the account has none).
+    /// adds a line running the site's `wp-cron.php` every 15 minutes to the crontab of the
+    /// site's account (created with mode 0600 when the account has none).
+    ///
+    /// The account is the site's ([`perf::site_account`]: the owner of the web root, or of
+    /// the site's directory in a web root root owns), never the owner of `wp-config.php`,
+    /// which a user can hard-link from anywhere; it must be a login account
+    /// (`UID_MIN..=UID_MAX`, with a name), and `wp-config.php` must be its file alone. All of
+    /// it is checked before anything changes.
     pub(super) fn cms_cron(&self, f: &Finding, path: &Path) -> Result<super::Fixed, FixError> {
         let root = self.web_root_of(path)?;
-        let (_, _, info) = open_beneath(std::slice::from_ref(&root), path)?;
-        let account = f.account.clone().ok_or_else(|| FixError::BadPath {
-            path: shown(path),
-            why: "the site's owner has no user name for a crontab",
-        })?;
-        if account.is_empty() || account.contains(['/', '\0']) || account.starts_with('.') {
-            return Err(FixError::BadPath {
+        let (root_uid, site_dir, _, _) = open_in_root(std::slice::from_ref(&root), path)?;
+        let site_uid = dir::FileInfo::of(&site_dir).map_err(failed(path))?.uid;
+        let uid = perf::site_account(root_uid, site_uid);
+        let user = crate::checks::accounts::login_uid_range(&self.ctx)
+            .contains(&uid)
+            .then(|| nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)))
+            .and_then(|u| u.ok().flatten())
+            .filter(|u| crate::checks::cron::is_crontab_name(&u.name))
+            .ok_or_else(|| FixError::NotAccount {
                 path: shown(path),
-                why: "the site's owner name cannot name a crontab",
-            });
-        }
+                uid,
+            })?;
+        let site = path.parent().unwrap_or(Path::new("/"));
+        let line = cron_line(site).ok_or_else(|| FixError::CronUnsafe { path: shown(path) })?;
         let spool = self
             .ctx
             .user_crontab_dirs
@@ -132,7 +141,7 @@ impl Fixer {
                 path: shown(path),
                 why: "no user crontab directory on this host",
             })?;
-        let mut fixed = self.clean(f, path, &root, |bytes| {
+        let mut fixed = self.clean(f, path, (&root, Some(uid)), |bytes| {
             let text = String::from_utf8_lossy(bytes);
             if perf::defines_disable_wp_cron(&text) {
                 return (bytes.to_vec(), Vec::new());
@@ -159,18 +168,14 @@ impl Fixer {
             }
             (out.into_bytes(), vec![added])
         })?;
-        let site = path.parent().unwrap_or(Path::new("/"));
-        let line = format!(
-            "*/15 * * * * cd '{}' && php -q wp-cron.php >/dev/null 2>&1\n",
-            site.display().to_string().replace('\'', "'\\''")
-        );
-        self.add_cron_line(f, &spool, &account, (info.uid, info.gid), &line)?;
+        let owner = (uid, user.gid.as_raw());
+        self.add_cron_line(f, &spool, &user.name, owner, &line)?;
         fixed.action = super::FixAction::DisableCmsCron;
         Ok(fixed)
     }
 
     /// Appends `line` to the account's crontab in `spool` unless it is there; a new crontab
-    /// gets the owner `owner` and mode 0600.
+    /// gets the owner `owner` and mode 0600, an existing one must be that account's alone.
     fn add_cron_line(
         &self,
         f: &Finding,
@@ -201,6 +206,7 @@ impl Fixer {
                     clock: &self.clock,
                     quarantine_dir: q.quarantine.dir(),
                     root: spool,
+                    account: Some(owner.0),
                 };
                 // The crontab is not the finding's file: it only must not be newer than now.
                 let mut probe = f.clone();
@@ -223,5 +229,52 @@ impl Fixer {
                 }
             }
         }
+    }
+}
+
+/// The crontab line running `wp-cron.php` in `site` every 15 minutes, or `None` when the path
+/// cannot be carried safely: cron turns an unescaped `%` into a newline and treats `\\`
+/// specially, a control character could end the line, and bytes that are not UTF-8 would be
+/// written as another path. The path is single-quoted for the shell (`'` as `'\\''`), so
+/// `$(...)`, backticks and `;` stay text.
+pub fn cron_line(site: &Path) -> Option<String> {
+    let text = site.to_str()?;
+    if text
+        .chars()
+        .any(|c| c == '%' || c == '\\' || c.is_control())
+    {
+        return None;
+    }
+    Some(format!(
+        "*/15 * * * * cd '{}' && php -q wp-cron.php >/dev/null 2>&1\n",
+        text.replace('\'', "'\\''")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cron_lines_quote_the_path_and_refuse_what_cron_or_a_line_would_change() {
+        assert_eq!(
+            cron_line(Path::new("/home/u/public_html/s1")).as_deref(),
+            Some(
+                "*/15 * * * * cd '/home/u/public_html/s1' && php -q wp-cron.php >/dev/null 2>&1\n"
+            )
+        );
+        let l = cron_line(Path::new("/home/u/a'b;$(id)`id`")).unwrap();
+        assert!(l.contains("cd '/home/u/a'\\''b;$(id)`id`' &&"), "{l}");
+        for bad in [
+            "/home/u/50%",
+            "/home/u/a\nb",
+            "/home/u/a\\b",
+            "/home/u/a\rb",
+        ] {
+            assert_eq!(cron_line(Path::new(bad)), None, "{bad:?}");
+        }
+        use std::os::unix::ffi::OsStrExt;
+        let not_utf8 = std::ffi::OsStr::from_bytes(b"/home/u/\xff");
+        assert_eq!(cron_line(Path::new(not_utf8)), None);
     }
 }

@@ -15,6 +15,10 @@
 //!   rename into place + unlink of the original; a file that changes while being copied is not
 //!   quarantined (the original stays). Only regular files are moved: a symlink, FIFO or device
 //!   at the path is refused without being opened.
+//! - Only the site's own file is moved (issue 35): one with other hard links, or owned by
+//!   someone other than the owner of its root (any owner when root owns the root), is refused
+//!   on its opened descriptor before the move (`PermissionDenied` carrying a
+//!   `sys::dir::Refusal`), so the lock-down to 0600 never reaches another name's inode.
 //! - [`Quarantine::restore`] puts back content (verified by SHA-256), owner, mode and
 //!   mtime/atime at the original path, never replacing anything that now exists there
 //!   (`AlreadyExists`), and recreates missing parent directories beneath the root (0755,
@@ -398,7 +402,10 @@ impl Quarantine {
                 format!("quarantine id {id} is already in use"),
             ));
         }
-        let parent = Dir::walk_trusted(&root)?.open_beneath(rel_parent)?;
+        let root_dir = Dir::walk_trusted(&root)?;
+        // The site's files only: one link, the owner of the root (dir::SoleOwner).
+        let sole = dir::SoleOwner::of_root(FileInfo::of(&root_dir)?.uid);
+        let parent = root_dir.open_beneath(rel_parent)?;
         let st = parent.lstat(name)?.ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::NotFound,
@@ -412,7 +419,14 @@ impl Quarantine {
                 st.kind.name()
             )));
         }
-        let mut moved = dir::move_file(&parent, name, &q, &stored, Some((st.dev, st.ino)))?;
+        let mut moved = dir::move_file(
+            &parent,
+            name,
+            &q,
+            &stored,
+            Some((st.dev, st.ino)),
+            Some(sole),
+        )?;
         if let Err(e) = lock_down(&moved.file) {
             // The file is out of reach in the 0700 directory; keep its record all the same.
             log::error!(
@@ -538,18 +552,24 @@ impl Quarantine {
             descent.remove_created();
             return Err(e);
         }
-        let moved =
-            match dir::move_file(&q, &stored, descent.dir(), name, Some((copy.dev, copy.ino))) {
-                Ok(m) => m,
-                Err(e) => {
-                    let _ = lock_down(&f);
-                    descent.remove_created();
-                    return Err(match e {
-                        dir::Error::Exists { .. } => exists(),
-                        e => refuse(e),
-                    });
-                }
-            };
+        let moved = match dir::move_file(
+            &q,
+            &stored,
+            descent.dir(),
+            name,
+            Some((copy.dev, copy.ino)),
+            None,
+        ) {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = lock_down(&f);
+                descent.remove_created();
+                return Err(match e {
+                    dir::Error::Exists { .. } => exists(),
+                    e => refuse(e),
+                });
+            }
+        };
         #[cfg(any(test, debug_assertions))]
         if let Some(hook) = &self.after_move {
             hook();
@@ -575,6 +595,7 @@ impl Quarantine {
                 &q,
                 &stored,
                 Some((placed.dev, placed.ino)),
+                None,
             );
             let undone = match back {
                 Ok(b) => {

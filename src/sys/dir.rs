@@ -58,6 +58,9 @@ use nix::unistd::{Gid, Uid, UnlinkatFlags};
 
 use crate::text::escape_path;
 
+mod sole;
+pub use sole::{refusal_of, refusals, Refusal, SoleOwner};
+
 /// Symlinks followed at most by [`Dir::walk_trusted`] (the kernel's own limit).
 pub const MAX_LINKS: usize = 40;
 
@@ -105,6 +108,11 @@ pub enum Error {
     TooManyLinks {
         path: PathBuf,
     },
+    /// The file is not the site's alone (other hard links, another owner): see [`sole`].
+    Refused {
+        path: PathBuf,
+        refusal: Refusal,
+    },
     /// Any other system error, with the operation that failed.
     Io {
         op: &'static str,
@@ -124,6 +132,7 @@ impl Error {
                 io::ErrorKind::InvalidInput
             }
             Error::NotFound { .. } => io::ErrorKind::NotFound,
+            Error::Refused { .. } => io::ErrorKind::PermissionDenied,
             Error::Exists { .. } => io::ErrorKind::AlreadyExists,
             Error::Changed { .. } | Error::TooManyLinks { .. } => io::ErrorKind::Other,
             Error::Io { source, .. } => source.kind(),
@@ -142,6 +151,7 @@ impl Error {
             | Error::InvalidPath { path, .. }
             | Error::Changed { path, .. }
             | Error::TooManyLinks { path }
+            | Error::Refused { path, .. }
             | Error::Io { path, .. } => path,
         }
     }
@@ -187,6 +197,7 @@ impl fmt::Display for Error {
             Error::TooManyLinks { .. } => {
                 write!(f, "{p}: more than {MAX_LINKS} symlinks to follow")
             }
+            Error::Refused { refusal, .. } => write!(f, "{p}: {refusal}"),
             Error::Io { op, source, .. } => write!(f, "cannot {op} {p}: {source}"),
         }
     }
@@ -1113,13 +1124,15 @@ pub struct Moved {
 /// Moves the regular file `from/name` to `to/to_name`, never replacing anything there,
 /// keeping owner, mode and times (see the module guarantees). With `expect` (device, inode),
 /// `name` must still be that file. Works within one directory, across directories and across
-/// filesystems.
+/// filesystems. With `sole`, the opened file must pass it (checked on the descriptor
+/// before the move).
 pub fn move_file(
     from: &Dir,
     name: &OsStr,
     to: &Dir,
     to_name: &OsStr,
     expect: Option<(u64, u64)>,
+    sole: Option<SoleOwner>,
 ) -> Result<Moved> {
     let src_path = from.path.join(name);
     let src = from.open_regular(name)?;
@@ -1132,6 +1145,12 @@ pub fn move_file(
         return Err(Error::Changed {
             path: src_path,
             what: "was replaced by another file",
+        });
+    }
+    if let Some(Err(refusal)) = sole.map(|s| s.check(&before)) {
+        return Err(Error::Refused {
+            path: src_path,
+            refusal,
         });
     }
     match from.rename_noreplace(name, to, to_name) {

@@ -1,7 +1,9 @@
 //! `fanotify.analyzer`: files closed after writing, moved or linked in are scanned against
 //! the content signatures; matches become findings carrying path and account (the owner's
 //! user name). With `auto_response.quarantine`, a high-confidence match moves the file into
-//! quarantine.
+//! quarantine; an `.htaccess` or `.user.ini` injection is cleaned instead (only the injected
+//! lines go, the file is kept first as a pre-clean backup: [`InjectionCleaner`]), so the
+//! site keeps its own rewrite rules.
 //!
 //! The same thread walks the `fanotify.reconcile` queue (trees whose changes may have gone
 //! unreported), in batches between live events: after at most [`LIVE_BURST`] live events
@@ -153,6 +155,26 @@ impl AnalyzerQueue {
     }
 }
 
+/// Removes injected directives from a site configuration file, keeping the whole file first
+/// as a pre-clean backup in `quarantine`; answers the backup's id. The fixes' own cleaning
+/// (`remedy`), which the daemon passes in: the watcher never removes such a file whole.
+pub trait InjectionCleaner: Send + Sync {
+    fn clean(
+        &self,
+        quarantine: &quarantine::Quarantine,
+        path: &Path,
+        check: &str,
+        account: Option<&str>,
+    ) -> Result<String, String>;
+}
+
+/// Files the automatic response cleans rather than quarantines: per-directory
+/// configuration whose other lines are the site's own.
+pub fn is_site_config(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n == ".htaccess" || n == ".user.ini")
+}
+
 #[derive(Default)]
 pub struct AnalyzerCounters {
     pub skipped_restored: AtomicU64,
@@ -160,6 +182,8 @@ pub struct AnalyzerCounters {
     pub matches: AtomicU64,
     pub quarantined: AtomicU64,
     pub quarantine_failures: AtomicU64,
+    /// Site configuration files cleaned by the automatic response.
+    pub cleaned: AtomicU64,
     pub scan_errors: AtomicU64,
     /// Files handed over by the reconcile walk.
     pub reconcile_files: AtomicU64,
@@ -183,6 +207,8 @@ pub struct Analyzer {
     staged: Option<StagedPackages>,
     /// PHP files go on to the taint analysis (`php_taint.requests`).
     taint: Option<BoundedQueue<PathBuf>>,
+    /// Cleans site configuration files instead of quarantining them.
+    cleaner: Option<Arc<dyn InjectionCleaner>>,
     /// Reconcile walk errors already added to the component's error count.
     walk_errors_seen: u64,
     log: LogLimiter,
@@ -216,9 +242,16 @@ impl Analyzer {
             droppers: None,
             staged: None,
             taint: None,
+            cleaner: None,
             walk_errors_seen: 0,
             log: LogLimiter::per_minute(clock_for_log),
         }
+    }
+
+    /// Cleans `.htaccess` and `.user.ini` injections with `cleaner` (never removes them).
+    pub fn with_cleaner(mut self, cleaner: Arc<dyn InjectionCleaner>) -> Analyzer {
+        self.cleaner = Some(cleaner);
+        self
     }
 
     /// Walks the watcher's reconcile queue on this analyzer's thread.
@@ -511,12 +544,12 @@ impl Analyzer {
         let mut quarantined_as: Option<String> = None;
         if self.auto_quarantine {
             if let Some(m) = matches.iter().find(|m| m.is_high_confidence()) {
-                quarantined_as = self.quarantine(
-                    path,
-                    &m.to_finding(path, now).check,
-                    &m.name,
-                    owner.as_deref(),
-                );
+                let check = m.to_finding(path, now).check;
+                quarantined_as = if is_site_config(path) {
+                    self.clean(path, &check, owner.as_deref())
+                } else {
+                    self.quarantine(path, &check, &m.name, owner.as_deref())
+                };
             }
         }
         for m in &matches {
@@ -526,13 +559,41 @@ impl Analyzer {
                 f = f.with_account(o.clone());
             }
             if let Some(id) = &quarantined_as {
-                f.details = format!("{}; quarantined as {id}", f.details);
+                let done = if is_site_config(path) {
+                    "injected lines removed, pre-clean backup"
+                } else {
+                    "quarantined as"
+                };
+                f.details = format!("{}; {done} {id}", f.details);
             }
             if !self.engine.submit(f) {
                 log::warn!(
                     "analyzer: finding for {} refused by a full ingest queue",
                     escape_path(path)
                 );
+            }
+        }
+    }
+
+    /// The automatic response for a site configuration file: its injected lines removed
+    /// (the backup's id), or nothing at all when no cleaner is set or the cleaning refuses.
+    fn clean(&self, path: &Path, check: &str, owner: Option<&str>) -> Option<String> {
+        let cleaner = self.cleaner.as_ref()?;
+        match cleaner.clean(&self.quarantine, path, check, owner) {
+            Ok(id) => {
+                self.counters.cleaned.fetch_add(1, Ordering::Relaxed);
+                log::warn!(
+                    "cleaned the injected lines of {} (pre-clean backup {id})",
+                    escape_path(path)
+                );
+                Some(id)
+            }
+            Err(e) => {
+                log::error!("automatic cleaning of {}: {e}", escape_path(path));
+                self.counters
+                    .quarantine_failures
+                    .fetch_add(1, Ordering::Relaxed);
+                None
             }
         }
     }

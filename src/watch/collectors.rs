@@ -142,6 +142,7 @@ pub fn start_collectors(
     store: &Store,
     restored: Arc<Restored>,
     packages: Arc<dyn crate::watch::staged::PackageReader>,
+    cleaner: Arc<dyn crate::watch::analyzer::InjectionCleaner>,
 ) -> Result<Collectors, CollectorError> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut c = Collectors {
@@ -263,6 +264,7 @@ pub fn start_collectors(
             c.restored.clone(),
         )
         .with_reconcile(reconcile.worker())
+        .with_cleaner(cleaner)
         .with_droppers(
             crate::watch::dropper::Droppers::start(clock.clone(), registry)
                 .map_err(CollectorError::Queue)?,

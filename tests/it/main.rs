@@ -17,6 +17,7 @@ mod browser;
 mod challenge;
 mod cms;
 mod console;
+mod containment;
 mod control;
 mod crawler;
 mod data;

@@ -953,8 +953,14 @@ fn perf_fixes_empty_the_log_turn_display_errors_off_and_move_wp_cron() {
     let (d, www) = start("remedy-perf", "", &[]);
     let site = www.join("site");
     std::fs::create_dir_all(&site).unwrap();
-    // uid 1 has a name on every Debian host (daemon): the crontab is named after it.
+    // uid 1 has a name on every Debian host (daemon): the crontab is named after it. The
+    // site's account is the owner of its directory (the web root is root's), and login.defs
+    // of the checks' root makes uid 1 a login account.
     let owner = 1u32;
+    std::os::unix::fs::chown(&site, Some(owner), Some(owner)).unwrap();
+    let etc = d.dir.join("fixture/etc");
+    std::fs::create_dir_all(&etc).unwrap();
+    std::fs::write(etc.join("login.defs"), "UID_MIN 1\n").unwrap();
     let log = site.join("error_log");
     let f = std::fs::File::create(&log).unwrap();
     f.set_len(150 * 1024 * 1024).unwrap(); // sparse: apparent size only

@@ -323,6 +323,7 @@ fn move_case(from_base: &Path, to_base: &Path, expect: MoveMethod) {
         &to,
         os("msg:2,S"),
         Some((before.dev, before.ino)),
+        None,
     )
     .unwrap();
     assert_eq!(m.method, expect);
@@ -333,7 +334,7 @@ fn move_case(from_base: &Path, to_base: &Path, expect: MoveMethod) {
     let g = from.create_file(os("msg"), 0o640).unwrap();
     drop(g);
     assert!(matches!(
-        move_file(&from, os("msg"), &to, os("msg:2,S"), None),
+        move_file(&from, os("msg"), &to, os("msg:2,S"), None, None),
         Err(Error::Exists { .. })
     ));
     assert!(from_base.join("spool/new/msg").exists());
@@ -344,11 +345,11 @@ fn move_case(from_base: &Path, to_base: &Path, expect: MoveMethod) {
     )
     .unwrap();
     assert!(matches!(
-        move_file(&from, os("p"), &to, os("p"), None),
+        move_file(&from, os("p"), &to, os("p"), None, None),
         Err(Error::NotRegular { .. })
     ));
     assert!(matches!(
-        move_file(&from, os("msg"), &to, os("other"), Some((0, 0))),
+        move_file(&from, os("msg"), &to, os("other"), Some((0, 0)), None),
         Err(Error::Changed { .. })
     ));
     // No temporary files are left behind.
