@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use super::{changed, open_beneath, shown, FixAction, FixError, Fixed, Fixer};
+use super::{changed, open_sole, shown, FixAction, FixError, Fixed, Fixer};
 use crate::checks::sitedb::{self, markup, wpconfig};
 use crate::findings::Finding;
 use crate::store::data::DbObjectBackup;
@@ -22,10 +22,12 @@ fn db_failed(path: &Path) -> impl Fn(SiteDbError) -> FixError + '_ {
 }
 
 impl Fixer {
-    /// The site's settings, read again from its `wp-config.php`.
+    /// The site's settings, read again from its `wp-config.php`, which must be the site's
+    /// alone: a `wp-config.php` hard-linked from another site would point the cleaning at
+    /// that site's database.
     fn site_config(&self, path: &Path) -> Result<wpconfig::WpConfig, FixError> {
         let root = self.web_root_of(path)?;
-        let (_dir, file, info) = open_beneath(&[root], path)?;
+        let (_dir, file, info) = open_sole(&[root], path, None)?;
         if info.size > wpconfig::MAX_CONFIG_BYTES {
             return Err(changed(path, "wp-config.php is too large to read"));
         }
