@@ -216,6 +216,30 @@ mod tests {
         assert_eq!(parse_wp_version("$wp_version = '"), None);
     }
 
+    /// Issue 35's attack run: a site owner writes `version.php`. A `../` or a query in the
+    /// version never names a checksum request; binary and megabyte texts parse to nothing or
+    /// a bounded version, without a panic.
+    #[test]
+    fn hostile_version_files_name_no_request() {
+        for v in [
+            "../../etc",
+            "6.4/../../x",
+            "6.4?x=1",
+            "6.4 3",
+            "",
+            "\u{0}6.4",
+        ] {
+            let t = format!("<?php $wp_version = '{v}';");
+            assert_eq!(parse_wp_version(&t), None, "{v:?}");
+        }
+        let long = format!("<?php $wp_version = '6{}';", "1".repeat(1 << 20));
+        assert_eq!(parse_wp_version(&long), None);
+        let binary: Vec<u8> = (0..=255u8).cycle().take(1 << 16).collect();
+        assert_eq!(parse_wp_version(&String::from_utf8_lossy(&binary)), None);
+        let t = "$wp_version = '6.4'; $wp_local_package = '../de';";
+        assert_eq!(parse_wp_version(t).unwrap().locale, "en_US");
+    }
+
     #[test]
     fn joomla_and_drupal() {
         let j4 = "final class Version {\n    public const MAJOR_VERSION = 4;\n    public const MINOR_VERSION = 4;\n    public const PATCH_VERSION = 2;\n";
