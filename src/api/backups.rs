@@ -58,10 +58,24 @@ pub fn encode_preview(bytes: &[u8], cut: bool) -> (&'static str, String, usize) 
     }
 }
 
-/// `GET /api/v1/quarantine`.
+/// `GET /api/v1/quarantine`: each entry with `original_path` exact (JSON escapes it) and
+/// `path_shown`, the path for people with control and bidirectional characters escaped as
+/// findings show paths (a newline in a name is `\n`, never a space on a page).
 pub fn quarantine(app: &App, _req: &Request, _c: &Caller) -> Response {
     match app.store.read(crate::store::quarantine::list) {
-        Ok(items) => Response::json(200, &json!({ "items": items, "total": items.len() })),
+        Ok(items) => {
+            let total = items.len();
+            let items: Vec<_> = items
+                .into_iter()
+                .map(|e| {
+                    let shown = crate::text::escape_controls(&e.original_path).into_owned();
+                    let mut v = serde_json::to_value(e).unwrap_or_default();
+                    v["path_shown"] = json!(shown);
+                    v
+                })
+                .collect();
+            Response::json(200, &json!({ "items": items, "total": total }))
+        }
         Err(e) => store_failed(e),
     }
 }

@@ -1,5 +1,6 @@
 //! Scan-job routes: `GET /api/v1/scan-jobs` (read; the newest [`LIST_LIMIT`] jobs),
-//! `POST /api/v1/scan-jobs` (admin; `{"kind": "critical"|"deep"|"full"}`, 202 with `{ok,
+//! `POST /api/v1/scan-jobs` (admin; `{"kind": "critical"|"deep"|"full"}` or `{"account":
+//! NAME}`, never both (400), 202 with `{ok,
 //! id, state}`, a full queue 429 with `Retry-After`), `GET /api/v1/scan-jobs/<id>` (read)
 //! and `POST /api/v1/scan-jobs/<id>/cancel` (admin). The jobs themselves are
 //! [`crate::checks::jobs`]; `svc check` queues the same jobs over the control socket.
@@ -124,6 +125,17 @@ pub fn create(app: &App, req: &Request, _c: &Caller) -> Response {
         Err(r) => return r,
     };
     if let Some(account) = body.get("account") {
+        // `{"kind": "critical", "account": ...}` asks for two different scans: refused
+        // rather than guessed (an account scan runs the web-root checks only).
+        if body
+            .get("kind")
+            .is_some_and(|k| k.as_str() != Some("account"))
+        {
+            return Response::error(
+                400,
+                "give either kind (critical, deep or full: a host scan) or account (an account scan), not both",
+            );
+        }
         return create_account(app, account);
     }
     let kind = match body.get("kind").map(Value::as_str) {

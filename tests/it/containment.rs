@@ -308,11 +308,27 @@ fn automatic_response_cleans_htaccess_and_leaves_linked_files() {
     });
     assert_eq!(std::fs::read_to_string(&roots).unwrap(), injected);
     assert_eq!(mode_of(&roots), 0o644);
-    // A webshell is still quarantined whole.
-    let shell = www.join("site/up.php");
+    // A webshell is still quarantined whole; the listing shows a newline in its name
+    // escaped, as findings show paths.
+    let shell = www.join("site/up\nload.php");
     std::fs::write(&staging, "<?php @eval($_POST['cmd']); ?>\n").unwrap();
     std::fs::rename(&staging, &shell).unwrap();
     wait_until(60, "the webshell quarantined", || {
         (!shell.exists()).then_some(())
     });
+    let q = d.get("/api/v1/quarantine", ADMIN).expect(200).json();
+    let entry = q["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["original_path"] == shell.display().to_string().as_str())
+        .cloned()
+        .unwrap_or_else(|| panic!("no entry for the webshell: {q}"));
+    assert!(
+        entry["path_shown"]
+            .as_str()
+            .unwrap()
+            .ends_with("site/up\\nload.php"),
+        "{entry}"
+    );
 }

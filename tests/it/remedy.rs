@@ -1108,6 +1108,23 @@ fn an_account_scan_covers_that_account_only() {
         json!({ "account": "nosuchuser" }),
     )
     .expect(404);
+    // A host kind and an account at once is two scans: refused, nothing queued (issue 35).
+    let jobs = || {
+        d.get("/api/v1/scan-jobs", READ).json()["items"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    let before = jobs();
+    let r = post(
+        &d,
+        "/api/v1/scan-jobs",
+        ADMIN,
+        json!({ "kind": "critical", "account": "daemon" }),
+    );
+    r.expect(400);
+    assert!(r.json()["error"].as_str().unwrap().contains("not both"));
+    assert_eq!(jobs(), before);
     let r = post(
         &d,
         "/api/v1/scan-jobs",

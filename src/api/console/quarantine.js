@@ -8,7 +8,7 @@ async function show(q) {
   try {
     const p = await api('quarantine-preview?id=' + encodeURIComponent(q.id));
     // `text`: the bytes for people, control characters and invalid UTF-8 escaped.
-    preview.replaceChildren(h('h2', {}, 'Preview'), h('p', {}, p.original_path || q.original_path, ` (${num(p.size)} bytes, sha256 ${p.sha256}${p.truncated ? ', cut' : ''})`), h('pre', { id: 'preview-text' }, p.text ?? p.content ?? ''));
+    preview.replaceChildren(h('h2', {}, 'Preview'), h('p', {}, q.path_shown ?? q.original_path, ` (${num(p.size)} bytes, sha256 ${p.sha256}${p.truncated ? ', cut' : ''})`), h('pre', { id: 'preview-text' }, p.text ?? p.content ?? ''));
   } catch (e) { preview.replaceChildren(h('h2', {}, 'Preview'), errorText(e)); }
 }
 
@@ -29,7 +29,7 @@ const list = lazy('Quarantined files', async (reload) => {
   table([
     admin ? { label: 'Select', get: (q) => (q.restored_at ? '' : pickBox(q)) } : null,
     { label: 'Quarantined', get: (q) => time(q.quarantined_at) },
-    { label: 'Original path', wide: true, get: (q) => q.original_path },
+    { label: 'Original path', wide: true, get: (q) => q.path_shown ?? q.original_path },
     { label: 'Check', get: (q) => q.check },
     { label: 'Reason', wide: true, get: (q) => q.reason || '' },
     { label: 'Account', get: (q) => q.account || '' },
