@@ -438,14 +438,7 @@ impl MailQuarantine {
         let mut moved: Vec<&SpoolFile> = Vec::new();
         for (i, f) in recs.iter().enumerate() {
             let r = root.open_beneath(Path::new(&f.dir)).and_then(|d| {
-                dir::move_file(
-                    &d,
-                    OsStr::new(&f.name),
-                    &entry,
-                    OsStr::new(&f.stored),
-                    None,
-                    None,
-                )
+                dir::move_file(&d, OsStr::new(&f.name), &entry, OsStr::new(&f.stored), None)
             });
             match r {
                 Ok(_) => moved.push(f),
@@ -483,14 +476,7 @@ impl MailQuarantine {
         let mut left = Vec::new();
         for f in moved.iter().rev() {
             let back = root.open_beneath(Path::new(&f.dir)).and_then(|d| {
-                dir::move_file(
-                    entry,
-                    OsStr::new(&f.stored),
-                    &d,
-                    OsStr::new(&f.name),
-                    None,
-                    None,
-                )
+                dir::move_file(entry, OsStr::new(&f.stored), &d, OsStr::new(&f.name), None)
             });
             if let Err(e) = back {
                 log::error!("mail quarantine {id}: cannot move {} back: {e}", f.name);
@@ -627,18 +613,11 @@ impl MailQuarantine {
             clean_parts(&d);
             match (place, entry.as_ref()) {
                 (Place::Quarantine, Some(e)) => {
-                    dir::move_file(
-                        e,
-                        OsStr::new(&f.stored),
-                        &d,
-                        OsStr::new(&f.name),
-                        None,
-                        None,
-                    )
-                    .map_err(|err| QError::Storage {
-                        error: err.to_string(),
-                        paths: vec![shown_q.clone(), shown_spool.clone()],
-                    })?;
+                    dir::move_file(e, OsStr::new(&f.stored), &d, OsStr::new(&f.name), None)
+                        .map_err(|err| QError::Storage {
+                            error: err.to_string(),
+                            paths: vec![shown_q.clone(), shown_spool.clone()],
+                        })?;
                     if first {
                         first = false;
                         self.pause("release");
@@ -832,18 +811,11 @@ impl MailQuarantine {
                             error: e.to_string(),
                             paths: vec![shown_spool.clone()],
                         })?;
-                    dir::move_file(
-                        &d,
-                        OsStr::new(&f.name),
-                        &entry,
-                        OsStr::new(&f.stored),
-                        None,
-                        None,
-                    )
-                    .map_err(|e| QError::Storage {
-                        error: e.to_string(),
-                        paths: vec![shown_spool.clone(), shown_q.clone()],
-                    })?;
+                    dir::move_file(&d, OsStr::new(&f.name), &entry, OsStr::new(&f.stored), None)
+                        .map_err(|e| QError::Storage {
+                            error: e.to_string(),
+                            paths: vec![shown_spool.clone(), shown_q.clone()],
+                        })?;
                 }
                 Place::Both => {
                     // The copy renamed into quarantine is complete; the spool name is the

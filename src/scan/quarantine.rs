@@ -419,7 +419,7 @@ impl Quarantine {
                 st.kind.name()
             )));
         }
-        let mut moved = dir::move_file(
+        let mut moved = dir::move_sole_file(
             &parent,
             name,
             &q,
@@ -552,24 +552,18 @@ impl Quarantine {
             descent.remove_created();
             return Err(e);
         }
-        let moved = match dir::move_file(
-            &q,
-            &stored,
-            descent.dir(),
-            name,
-            Some((copy.dev, copy.ino)),
-            None,
-        ) {
-            Ok(m) => m,
-            Err(e) => {
-                let _ = lock_down(&f);
-                descent.remove_created();
-                return Err(match e {
-                    dir::Error::Exists { .. } => exists(),
-                    e => refuse(e),
-                });
-            }
-        };
+        let moved =
+            match dir::move_file(&q, &stored, descent.dir(), name, Some((copy.dev, copy.ino))) {
+                Ok(m) => m,
+                Err(e) => {
+                    let _ = lock_down(&f);
+                    descent.remove_created();
+                    return Err(match e {
+                        dir::Error::Exists { .. } => exists(),
+                        e => refuse(e),
+                    });
+                }
+            };
         #[cfg(any(test, debug_assertions))]
         if let Some(hook) = &self.after_move {
             hook();
@@ -595,7 +589,6 @@ impl Quarantine {
                 &q,
                 &stored,
                 Some((placed.dev, placed.ino)),
-                None,
             );
             let undone = match back {
                 Ok(b) => {

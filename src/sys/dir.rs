@@ -1124,9 +1124,20 @@ pub struct Moved {
 /// Moves the regular file `from/name` to `to/to_name`, never replacing anything there,
 /// keeping owner, mode and times (see the module guarantees). With `expect` (device, inode),
 /// `name` must still be that file. Works within one directory, across directories and across
-/// filesystems. With `sole`, the opened file must pass it (checked on the descriptor
-/// before the move).
+/// filesystems.
 pub fn move_file(
+    from: &Dir,
+    name: &OsStr,
+    to: &Dir,
+    to_name: &OsStr,
+    expect: Option<(u64, u64)>,
+) -> Result<Moved> {
+    move_sole_file(from, name, to, to_name, expect, None)
+}
+
+/// [`move_file`]; with `sole`, the opened file must pass it (checked on the descriptor
+/// before the move: [`Error::Refused`]).
+pub fn move_sole_file(
     from: &Dir,
     name: &OsStr,
     to: &Dir,

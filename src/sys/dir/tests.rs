@@ -323,7 +323,6 @@ fn move_case(from_base: &Path, to_base: &Path, expect: MoveMethod) {
         &to,
         os("msg:2,S"),
         Some((before.dev, before.ino)),
-        None,
     )
     .unwrap();
     assert_eq!(m.method, expect);
@@ -334,7 +333,7 @@ fn move_case(from_base: &Path, to_base: &Path, expect: MoveMethod) {
     let g = from.create_file(os("msg"), 0o640).unwrap();
     drop(g);
     assert!(matches!(
-        move_file(&from, os("msg"), &to, os("msg:2,S"), None, None),
+        move_file(&from, os("msg"), &to, os("msg:2,S"), None),
         Err(Error::Exists { .. })
     ));
     assert!(from_base.join("spool/new/msg").exists());
@@ -345,11 +344,11 @@ fn move_case(from_base: &Path, to_base: &Path, expect: MoveMethod) {
     )
     .unwrap();
     assert!(matches!(
-        move_file(&from, os("p"), &to, os("p"), None, None),
+        move_file(&from, os("p"), &to, os("p"), None),
         Err(Error::NotRegular { .. })
     ));
     assert!(matches!(
-        move_file(&from, os("msg"), &to, os("other"), Some((0, 0)), None),
+        move_file(&from, os("msg"), &to, os("other"), Some((0, 0))),
         Err(Error::Changed { .. })
     ));
     // No temporary files are left behind.
