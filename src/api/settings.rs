@@ -87,6 +87,8 @@ pub fn set(app: &App, req: &Request, _c: &Caller) -> Response {
         Err(r) => return r,
     };
     let name = section(req);
+    // Held across read-edit-write and the reload, so concurrent saves keep every key.
+    let _writing = dropins::write_lock();
     let (written, restart) = match dropins::apply(&main, name, &body) {
         Ok(r) => r,
         Err(e) => return refused(&e),

@@ -54,6 +54,9 @@ pub struct Setting {
     /// Set in the main file or a drop-in.
     pub set: bool,
     pub secret: bool,
+    /// Settable only in the files root owns (a program to run, a file written outside the
+    /// state directory): shown read-only; a save naming it is refused.
+    pub file_only: bool,
     /// `live` (applied by a reload) or `restart`.
     pub class: &'static str,
     pub doc: &'static str,
@@ -163,6 +166,7 @@ pub fn view(main: &Path, section: &str) -> Result<Vec<Setting>, SettingsError> {
                 },
                 set: found.is_some(),
                 secret,
+                file_only: k.file_only(),
                 class: if k.class == Class::Live {
                     "live"
                 } else {
@@ -172,6 +176,17 @@ pub fn view(main: &Path, section: &str) -> Result<Vec<Setting>, SettingsError> {
             }
         })
         .collect())
+}
+
+static WRITES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Serialises settings changes: held by a caller across the read, edit and write of a
+/// drop-in ([`apply`]) and the reload after it, so that concurrent saves do not lose each
+/// other's keys.
+pub fn write_lock() -> std::sync::MutexGuard<'static, ()> {
+    WRITES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The drop-in the API writes for `section`.
@@ -208,7 +223,7 @@ fn merged(main: &Path, replace: Option<(&Path, &Table)>) -> Result<Table, Settin
                 ))
             })?,
         };
-        super::merge::merge(&mut out, t);
+        super::merge::merge_file(&mut out, f, t);
     }
     Ok(out)
 }
@@ -256,7 +271,7 @@ fn with_article(t: &str) -> String {
 
 /// Validates `changes` (a flat JSON object of `section`'s keys), then writes them into the
 /// section's API drop-in. Returns the drop-in's path and the changed keys that need a
-/// restart.
+/// restart. Callers that write concurrently hold [`write_lock`].
 pub fn apply(
     main: &Path,
     section: &str,
@@ -291,6 +306,13 @@ pub fn apply(
                 continue;
             }
         };
+        if k.file_only() {
+            errors.push(fail(format!(
+                "{} names a program to run or a file to write: set it in svc.toml or a hand-written drop-in",
+                k.path
+            )));
+            continue;
+        }
         match check_value(k, &v) {
             Ok(()) => values.push((k, v)),
             Err(m) => errors.push(fail(m)),
@@ -381,5 +403,82 @@ mod tests {
         assert!(check_value(k, &Value::String("x".into()))
             .unwrap_err()
             .contains("an integer"));
+    }
+
+    fn temp_main(tag: &str, body: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("svc-dropins-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let main = dir.join("svc.toml");
+        std::fs::write(&main, body).unwrap();
+        main
+    }
+
+    fn obj(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn keys_that_run_programs_or_write_files_are_refused_and_shown_file_only() {
+        let main = temp_main("fileonly", "");
+        for (section, field) in [
+            ("waf", "reload_command"),
+            ("waf", "rules_file"),
+            ("waf", "overrides_file"),
+            ("challenge", "reload_command"),
+            ("challenge", "apache_file"),
+            ("firewall", "nft_path"),
+        ] {
+            let v = if field.ends_with("command") {
+                serde_json::json!(["/bin/sh", "-c", "id > /tmp/x"])
+            } else {
+                serde_json::json!("/tmp/x")
+            };
+            match apply(&main, section, &obj(serde_json::json!({ field: v }))) {
+                Err(SettingsError::Invalid(e)) => {
+                    assert!(
+                        e[0].message.contains(&format!("{section}.{field}")),
+                        "{e:?}"
+                    )
+                }
+                other => panic!("{section}.{field}: {other:?}"),
+            }
+            assert!(!dropin_path(&main, section).exists());
+            let shown = view(&main, section).unwrap();
+            assert!(shown.iter().any(|s| s.key == field && s.file_only));
+        }
+        for k in KEYS.iter().filter(|k| k.kind == Kind::Command) {
+            assert!(k.file_only(), "{}", k.path);
+        }
+        for p in super::super::keys::FILE_ONLY {
+            assert!(super::super::keys::find(p).is_some(), "{p}");
+        }
+    }
+
+    #[test]
+    fn a_posted_list_is_the_value_not_appended() {
+        let main = temp_main("lists", "[threat]\nwatched_countries = [\"RU\"]\n");
+        apply(
+            &main,
+            "threat",
+            &obj(serde_json::json!({"watched_countries": ["CN"]})),
+        )
+        .unwrap();
+        let t = merged(&main, None).unwrap();
+        assert_eq!(
+            lookup(&t, "threat.watched_countries"),
+            Some(&Value::Array(vec!["CN".into()]))
+        );
+        apply(
+            &main,
+            "threat",
+            &obj(serde_json::json!({"watched_countries": []})),
+        )
+        .unwrap();
+        let (t, _) = super::super::read_merged(&main).unwrap();
+        assert_eq!(
+            lookup(&t, "threat.watched_countries"),
+            Some(&Value::Array(vec![]))
+        );
     }
 }

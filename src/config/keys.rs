@@ -72,6 +72,23 @@ impl Class {
     }
 }
 
+/// Keys that name a program to run, or a file or directory the daemon writes outside its
+/// state directory: settable only in the files root owns (`svc.toml` and hand-written
+/// drop-ins), never through the settings API or the console (decision 450).
+pub const FILE_ONLY: &[&str] = &[
+    "state_path",
+    "firewall.nft_path",
+    "waf.reload_command",
+    "waf.rules_file",
+    "waf.overrides_file",
+    "challenge.reload_command",
+    "challenge.map_dir",
+    "challenge.apache_file",
+    "challenge.nginx_http_file",
+    "challenge.nginx_server_file",
+    "mail.quarantine_path",
+];
+
 /// One configuration key.
 #[derive(Debug)]
 pub struct Key {
@@ -105,6 +122,11 @@ impl Key {
     /// The section a key belongs to (its path up to the last dot; empty at the top).
     pub fn table(&self) -> &'static str {
         self.path.rsplit_once('.').map_or("", |(t, _)| t)
+    }
+
+    /// Settable only in the files root owns ([`FILE_ONLY`]); every [`Kind::Command`] key is.
+    pub fn file_only(&self) -> bool {
+        self.kind == Kind::Command || FILE_ONLY.contains(&self.path)
     }
 
     /// The key's own name (after the last dot).

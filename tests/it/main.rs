@@ -42,6 +42,7 @@ mod quarantine;
 mod reload;
 mod remedy;
 mod server;
+mod settings;
 mod sitedb;
 mod taint;
 mod threat;
