@@ -124,6 +124,13 @@ pub fn create(app: &App, req: &Request, _c: &Caller) -> Response {
         Err(r) => return r,
     };
     if let Some(account) = body.get("account") {
+        // `{"kind": "critical", "account": NAME}` is neither scan: refused, not guessed.
+        if body.get("kind").is_some() {
+            return Response::error(
+                400,
+                "give either kind (critical, deep or full) or account, not both",
+            );
+        }
         return create_account(app, account);
     }
     let kind = match body.get("kind").map(Value::as_str) {

@@ -72,6 +72,7 @@ fn refused(e: &SettingsError) -> Response {
         SettingsError::Invalid(errors) => {
             Response::json(400, &json!({ "error": e.to_string(), "errors": errors }))
         }
+        SettingsError::Broken(_) => Response::error(409, &e.to_string()),
         SettingsError::Io(_) => Response::error(500, &e.to_string()),
     }
 }

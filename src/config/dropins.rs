@@ -75,6 +75,9 @@ pub enum SettingsError {
     UnknownSection(String),
     /// The change is invalid; nothing was written.
     Invalid(Vec<FieldError>),
+    /// A configuration file does not parse (its message names the file and line): the
+    /// change is not written until root mends it.
+    Broken(String),
     /// The configuration files could not be read or the drop-in written.
     Io(std::io::Error),
 }
@@ -88,6 +91,7 @@ impl std::fmt::Display for SettingsError {
             SettingsError::Invalid(e) => {
                 write!(f, "{} invalid setting(s); nothing written", e.len())
             }
+            SettingsError::Broken(m) => write!(f, "a configuration file does not parse: {m}"),
             SettingsError::Io(e) => write!(f, "cannot write the settings: {e}"),
         }
     }
@@ -152,7 +156,10 @@ pub fn view(main: &Path, section: &str) -> Result<Vec<Setting>, SettingsError> {
             let value = if secret {
                 None
             } else {
-                found.cloned().or_else(|| default.clone())
+                found
+                    .cloned()
+                    .or_else(|| default.clone())
+                    .map(redact_userinfo)
             };
             Setting {
                 key: k.name(),
@@ -189,6 +196,26 @@ pub fn write_lock() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// A URL's `user:pass@` is a secret: shown as `***@` (in a string or a list of strings).
+fn redact_userinfo(v: Value) -> Value {
+    match v {
+        Value::String(s) => Value::String(redact_url(&s)),
+        Value::Array(a) => Value::Array(a.into_iter().map(redact_userinfo).collect()),
+        v => v,
+    }
+}
+
+fn redact_url(s: &str) -> String {
+    let Some((scheme, rest)) = s.split_once("://") else {
+        return s.to_string();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) => format!("{scheme}://***{}", &rest[at..]),
+        None => s.to_string(),
+    }
+}
+
 /// The drop-in the API writes for `section`.
 pub fn dropin_path(main: &Path, section: &str) -> PathBuf {
     main.parent()
@@ -216,12 +243,7 @@ fn merged(main: &Path, replace: Option<(&Path, &Table)>) -> Result<Table, Settin
     for f in &files {
         let t = match replace {
             Some((p, t)) if p == f => t.clone(),
-            _ => super::parse_file(f).map_err(|e| {
-                io(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    e.message,
-                ))
-            })?,
+            _ => super::parse_file(f).map_err(|e| SettingsError::Broken(e.to_string()))?,
         };
         super::merge::merge_file(&mut out, f, t);
     }
@@ -325,12 +347,7 @@ pub fn apply(
     let mut dropin = match super::parse_file(&path) {
         Ok(t) => t,
         Err(_) if !path.exists() => Table::new(),
-        Err(e) => {
-            return Err(io(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                e.message,
-            )))
-        }
+        Err(e) => return Err(SettingsError::Broken(e.to_string())),
     };
     for (k, v) in &values {
         let mut cur = &mut dropin;
@@ -453,6 +470,19 @@ mod tests {
         for p in super::super::keys::FILE_ONLY {
             assert!(super::super::keys::find(p).is_some(), "{p}");
         }
+    }
+
+    #[test]
+    fn userinfo_in_a_url_is_not_shown() {
+        assert_eq!(
+            redact_url("https://bob:hunter2@example.com/x@y"),
+            "https://***@example.com/x@y"
+        );
+        assert_eq!(
+            redact_url("https://example.com/a@b"),
+            "https://example.com/a@b"
+        );
+        assert_eq!(redact_url("alice@example.com"), "alice@example.com");
     }
 
     #[test]

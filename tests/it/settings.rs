@@ -119,3 +119,107 @@ fn six_concurrent_saves_of_one_section_keep_every_key() {
         assert_eq!(i["value"], json!(v), "{k} lost: {i}");
     }
 }
+
+/// Path keys take absolute paths of at most 4,096 bytes without control characters, lists
+/// of paths at most 256 entries, from a save as from the files.
+#[test]
+fn path_keys_are_absolute_bounded_and_without_control_characters() {
+    let d = start_in_dir(temp_dir("settings-paths"), "", &[]);
+    let long = format!("/{}", "a".repeat(5_000));
+    let many: Vec<String> = (0..5_000).map(|i| format!("/var/log/a{i}.log")).collect();
+    for (section, field, value) in [
+        ("mail", "spool_path", json!("var/spool/exim")),
+        ("mail", "spool_path", json!("/var/spool\n[webui]\nx = 1")),
+        ("mail", "clamd_socket", json!("/run/clamd\u{0}.sock")),
+        ("cms", "vulnerability_file", json!(long)),
+        ("logs", "auth", json!(["relative.log"])),
+        ("logs", "auth", json!(many)),
+    ] {
+        let r = post(
+            &d,
+            &format!("/api/v1/settings/{section}"),
+            ADMIN,
+            json!({ field: value }),
+        );
+        r.expect(400);
+        let v = r.json();
+        let errors = v["errors"].as_array().cloned().unwrap_or_default();
+        assert!(
+            errors
+                .iter()
+                .any(|e| e["field"].as_str().unwrap_or("").starts_with(field)),
+            "{section}.{field}: {v}"
+        );
+        assert!(!d.dir.join(format!("conf.d/90-api-{section}.toml")).exists());
+    }
+    // The same rules hold for the files: `svc validate` refuses a relative spool path.
+    let bad = d.dir.join("bad.toml");
+    let text = std::fs::read_to_string(&d.config).unwrap();
+    std::fs::write(&bad, format!("{text}[mail]\nspool_path = \"spool\"\n")).unwrap();
+    let out = std::process::Command::new(svc_bin())
+        .args(["validate", "-c"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("mail.spool_path"), "{said}");
+}
+
+/// Issue 35 item 10: `{"kind": "critical", "account": NAME}` on the scan-jobs route is
+/// refused (400), not run as an account scan.
+#[test]
+fn a_scan_job_naming_both_kind_and_account_is_refused() {
+    let d = start_in_dir(temp_dir("settings-scanmix"), "", &[]);
+    let r = post(
+        &d,
+        "/api/v1/scan-jobs",
+        ADMIN,
+        json!({ "kind": "critical", "account": "daemon" }),
+    );
+    r.expect(400);
+    assert!(r.json()["error"].as_str().unwrap().contains("not both"));
+}
+
+/// A URL key's `user:pass@` is not shown by GET.
+#[test]
+fn a_url_with_userinfo_is_shown_redacted() {
+    let d = start_in_dir(
+        temp_dir("settings-userinfo"),
+        "[cms]\nchecksums_url = \"https://bob:hunter2@checksums.example.org/core/\"\n",
+        &[],
+    );
+    let shown = d.get("/api/v1/settings/cms", ADMIN).text();
+    assert!(!shown.contains("hunter2"), "{shown}");
+    assert!(
+        shown.contains("https://***@checksums.example.org/core/"),
+        "{shown}"
+    );
+}
+
+/// A save while an unrelated hand-written drop-in does not parse answers 409 naming that
+/// file (not 500), and writes nothing.
+#[test]
+fn a_save_beside_a_broken_dropin_answers_409_naming_the_file() {
+    let d = start_in_dir(temp_dir("settings-broken"), "", &[]);
+    std::fs::create_dir_all(d.dir.join("conf.d")).unwrap();
+    std::fs::write(
+        d.dir.join("conf.d/50-local.toml"),
+        "[alerts\nmax_per_hour = 3\n",
+    )
+    .unwrap();
+    let r = post(
+        &d,
+        "/api/v1/settings/threat",
+        ADMIN,
+        json!({ "undo_minutes": 5 }),
+    );
+    r.expect(409);
+    let e = r.json()["error"].as_str().unwrap().to_string();
+    assert!(e.contains("50-local.toml"), "{e}");
+    assert!(!d.dir.join("conf.d/90-api-threat.toml").exists());
+}
