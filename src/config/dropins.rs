@@ -298,6 +298,7 @@ pub fn apply(
     main: &Path,
     section: &str,
     changes: &serde_json::Map<String, serde_json::Value>,
+    starts: &dyn Fn(&super::Config) -> Vec<(String, String)>,
 ) -> Result<(PathBuf, Vec<&'static str>), SettingsError> {
     if keys_of(section).next().is_none() {
         return Err(SettingsError::UnknownSection(section.to_string()));
@@ -367,13 +368,30 @@ pub fn apply(
     }
     // The whole configuration must load with the change.
     let whole = merged(main, Some((&path, &dropin)))?;
-    if let Err(errs) = super::from_table(&whole, Vec::new()) {
-        let prefix = format!("{section}.");
+    let prefix = format!("{section}.");
+    let field = |key: &str| key.strip_prefix(&prefix).unwrap_or(key).to_string();
+    let cfg = match super::from_table(&whole, Vec::new()) {
+        Ok(cfg) => cfg,
+        Err(errs) => {
+            return Err(SettingsError::Invalid(
+                errs.into_iter()
+                    .map(|e| FieldError {
+                        field: field(&e.key),
+                        message: e.message,
+                    })
+                    .collect(),
+            ))
+        }
+    };
+    // And start with it (TLS pair, listen address): a restart must not end the daemon.
+    let unstartable = starts(&cfg);
+    if !unstartable.is_empty() {
         return Err(SettingsError::Invalid(
-            errs.into_iter()
-                .map(|e| FieldError {
-                    field: e.key.strip_prefix(&prefix).unwrap_or(&e.key).to_string(),
-                    message: e.message,
+            unstartable
+                .into_iter()
+                .map(|(key, message)| FieldError {
+                    field: field(&key),
+                    message,
                 })
                 .collect(),
         ));
@@ -451,7 +469,12 @@ mod tests {
             } else {
                 serde_json::json!("/tmp/x")
             };
-            match apply(&main, section, &obj(serde_json::json!({ field: v }))) {
+            match apply(
+                &main,
+                section,
+                &obj(serde_json::json!({ field: v })),
+                &|_| Vec::new(),
+            ) {
                 Err(SettingsError::Invalid(e)) => {
                     assert!(
                         e[0].message.contains(&format!("{section}.{field}")),
@@ -492,6 +515,7 @@ mod tests {
             &main,
             "threat",
             &obj(serde_json::json!({"watched_countries": ["CN"]})),
+            &|_| Vec::new(),
         )
         .unwrap();
         let t = merged(&main, None).unwrap();
@@ -503,6 +527,7 @@ mod tests {
             &main,
             "threat",
             &obj(serde_json::json!({"watched_countries": []})),
+            &|_| Vec::new(),
         )
         .unwrap();
         let (t, _) = super::super::read_merged(&main).unwrap();

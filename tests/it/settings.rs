@@ -223,3 +223,49 @@ fn a_save_beside_a_broken_dropin_answers_409_naming_the_file() {
     assert!(e.contains("50-local.toml"), "{e}");
     assert!(!d.dir.join("conf.d/90-api-threat.toml").exists());
 }
+
+/// A save of a TLS pair that is not a certificate, or of a listen address the host does
+/// not have, is refused (400 naming the key); a drop-in written by hand with such a pair
+/// makes the restart route answer 409 with the reason, and the daemon keeps running;
+/// `svc validate` fails on it too.
+#[test]
+fn a_restart_into_a_configuration_that_would_not_start_is_refused() {
+    let d = start_in_dir(temp_dir("settings-unstartable"), "", &[]);
+    let junk = d.dir.join("junk.pem");
+    std::fs::write(&junk, b"not a certificate").unwrap();
+    let j = junk.display().to_string();
+    let r = post(
+        &d,
+        "/api/v1/settings/webui",
+        ADMIN,
+        json!({ "tls_cert": j, "tls_key": j }),
+    );
+    r.expect(400);
+    assert!(r.text().contains("TLS pair"), "{}", r.text());
+    let r = post(
+        &d,
+        "/api/v1/settings/webui",
+        ADMIN,
+        json!({ "listen": "192.0.2.77:9443" }),
+    );
+    r.expect(400);
+    assert!(r.text().contains("listen"), "{}", r.text());
+    assert!(!d.dir.join("conf.d/90-api-webui.toml").exists());
+    std::fs::create_dir_all(d.dir.join("conf.d")).unwrap();
+    std::fs::write(
+        d.dir.join("conf.d/50-tls.toml"),
+        format!("[webui]\ntls_cert = {j:?}\ntls_key = {j:?}\n"),
+    )
+    .unwrap();
+    let r = post(&d, "/api/v1/settings/restart", ADMIN, json!({}));
+    r.expect(409);
+    assert!(r.text().contains("TLS pair"), "{}", r.text());
+    d.get("/api/v1/status", READ).expect(200);
+    let out = std::process::Command::new(svc_bin())
+        .args(["validate", "-c"])
+        .arg(&d.config)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("webui.tls_cert"));
+}
