@@ -72,6 +72,7 @@ fn refused(e: &SettingsError) -> Response {
         SettingsError::Invalid(errors) => {
             Response::json(400, &json!({ "error": e.to_string(), "errors": errors }))
         }
+        SettingsError::Broken(_) => Response::error(409, &e.to_string()),
         SettingsError::Io(_) => Response::error(500, &e.to_string()),
     }
 }
@@ -87,7 +88,15 @@ pub fn set(app: &App, req: &Request, _c: &Caller) -> Response {
         Err(r) => return r,
     };
     let name = section(req);
-    let (written, restart) = match dropins::apply(&main, name, &body) {
+    // Held across read-edit-write and the reload, so concurrent saves keep every key.
+    let _writing = dropins::write_lock();
+    let starts = |cfg: &crate::config::Config| {
+        crate::daemon::startcheck::check(cfg)
+            .into_iter()
+            .map(|u| (u.key.to_string(), u.message))
+            .collect()
+    };
+    let (written, restart) = match dropins::apply(&main, name, &body, &starts) {
         Ok(r) => r,
         Err(e) => return refused(&e),
     };
@@ -115,6 +124,29 @@ pub fn restart(app: &App, _req: &Request, _c: &Caller) -> Response {
     let Some(control) = app.control.get() else {
         return Response::error(503, "the daemon is still starting");
     };
+    // The configuration on disk is what the re-executed process reads: refuse a restart
+    // into one that would not start.
+    if let Some(main) = main_file(app) {
+        let reasons: Vec<String> = match crate::config::load(&main) {
+            Ok(cfg) => crate::daemon::startcheck::check(&cfg)
+                .into_iter()
+                .map(|u| format!("{}: {}", u.key, u.message))
+                .collect(),
+            Err(errs) => errs.iter().map(ToString::to_string).collect(),
+        };
+        if !reasons.is_empty() {
+            return Response::json(
+                409,
+                &json!({
+                    "error": format!(
+                        "the configuration on disk would not start; not restarting: {}",
+                        reasons.join("; ")
+                    ),
+                    "reasons": reasons,
+                }),
+            );
+        }
+    }
     (control.restart)();
     Response::json(
         202,

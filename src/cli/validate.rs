@@ -6,6 +6,13 @@ pub fn run(flags: &Args) -> i32 {
     let path = super::config_path(flags);
     match crate::config::load(&path) {
         Ok(cfg) => {
+            let unstartable = crate::daemon::startcheck::check(&cfg);
+            if !unstartable.is_empty() {
+                for u in unstartable {
+                    println!("{}: {}", u.key, u.message);
+                }
+                return 1;
+            }
             let n = cfg.effective_tokens().len();
             println!(
                 "OK: {} ({} file{}, {n} API token{})",

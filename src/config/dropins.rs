@@ -54,6 +54,9 @@ pub struct Setting {
     /// Set in the main file or a drop-in.
     pub set: bool,
     pub secret: bool,
+    /// Settable only in the files root owns (a program to run, a file written outside the
+    /// state directory): shown read-only; a save naming it is refused.
+    pub file_only: bool,
     /// `live` (applied by a reload) or `restart`.
     pub class: &'static str,
     pub doc: &'static str,
@@ -72,6 +75,9 @@ pub enum SettingsError {
     UnknownSection(String),
     /// The change is invalid; nothing was written.
     Invalid(Vec<FieldError>),
+    /// A configuration file does not parse (its message names the file and line): the
+    /// change is not written until root mends it.
+    Broken(String),
     /// The configuration files could not be read or the drop-in written.
     Io(std::io::Error),
 }
@@ -85,6 +91,7 @@ impl std::fmt::Display for SettingsError {
             SettingsError::Invalid(e) => {
                 write!(f, "{} invalid setting(s); nothing written", e.len())
             }
+            SettingsError::Broken(m) => write!(f, "a configuration file does not parse: {m}"),
             SettingsError::Io(e) => write!(f, "cannot write the settings: {e}"),
         }
     }
@@ -149,7 +156,10 @@ pub fn view(main: &Path, section: &str) -> Result<Vec<Setting>, SettingsError> {
             let value = if secret {
                 None
             } else {
-                found.cloned().or_else(|| default.clone())
+                found
+                    .cloned()
+                    .or_else(|| default.clone())
+                    .map(redact_userinfo)
             };
             Setting {
                 key: k.name(),
@@ -163,6 +173,7 @@ pub fn view(main: &Path, section: &str) -> Result<Vec<Setting>, SettingsError> {
                 },
                 set: found.is_some(),
                 secret,
+                file_only: k.file_only(),
                 class: if k.class == Class::Live {
                     "live"
                 } else {
@@ -172,6 +183,37 @@ pub fn view(main: &Path, section: &str) -> Result<Vec<Setting>, SettingsError> {
             }
         })
         .collect())
+}
+
+static WRITES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Serialises settings changes: held by a caller across the read, edit and write of a
+/// drop-in ([`apply`]) and the reload after it, so that concurrent saves do not lose each
+/// other's keys.
+pub fn write_lock() -> std::sync::MutexGuard<'static, ()> {
+    WRITES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A URL's `user:pass@` is a secret: shown as `***@` (in a string or a list of strings).
+fn redact_userinfo(v: Value) -> Value {
+    match v {
+        Value::String(s) => Value::String(redact_url(&s)),
+        Value::Array(a) => Value::Array(a.into_iter().map(redact_userinfo).collect()),
+        v => v,
+    }
+}
+
+fn redact_url(s: &str) -> String {
+    let Some((scheme, rest)) = s.split_once("://") else {
+        return s.to_string();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) => format!("{scheme}://***{}", &rest[at..]),
+        None => s.to_string(),
+    }
 }
 
 /// The drop-in the API writes for `section`.
@@ -201,14 +243,9 @@ fn merged(main: &Path, replace: Option<(&Path, &Table)>) -> Result<Table, Settin
     for f in &files {
         let t = match replace {
             Some((p, t)) if p == f => t.clone(),
-            _ => super::parse_file(f).map_err(|e| {
-                io(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    e.message,
-                ))
-            })?,
+            _ => super::parse_file(f).map_err(|e| SettingsError::Broken(e.to_string()))?,
         };
-        super::merge::merge(&mut out, t);
+        super::merge::merge_file(&mut out, f, t);
     }
     Ok(out)
 }
@@ -256,11 +293,12 @@ fn with_article(t: &str) -> String {
 
 /// Validates `changes` (a flat JSON object of `section`'s keys), then writes them into the
 /// section's API drop-in. Returns the drop-in's path and the changed keys that need a
-/// restart.
+/// restart. Callers that write concurrently hold [`write_lock`].
 pub fn apply(
     main: &Path,
     section: &str,
     changes: &serde_json::Map<String, serde_json::Value>,
+    starts: &dyn Fn(&super::Config) -> Vec<(String, String)>,
 ) -> Result<(PathBuf, Vec<&'static str>), SettingsError> {
     if keys_of(section).next().is_none() {
         return Err(SettingsError::UnknownSection(section.to_string()));
@@ -291,6 +329,13 @@ pub fn apply(
                 continue;
             }
         };
+        if k.file_only() {
+            errors.push(fail(format!(
+                "{} names a program to run or a file to write: set it in svc.toml or a hand-written drop-in",
+                k.path
+            )));
+            continue;
+        }
         match check_value(k, &v) {
             Ok(()) => values.push((k, v)),
             Err(m) => errors.push(fail(m)),
@@ -303,12 +348,7 @@ pub fn apply(
     let mut dropin = match super::parse_file(&path) {
         Ok(t) => t,
         Err(_) if !path.exists() => Table::new(),
-        Err(e) => {
-            return Err(io(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                e.message,
-            )))
-        }
+        Err(e) => return Err(SettingsError::Broken(e.to_string())),
     };
     for (k, v) in &values {
         let mut cur = &mut dropin;
@@ -328,13 +368,30 @@ pub fn apply(
     }
     // The whole configuration must load with the change.
     let whole = merged(main, Some((&path, &dropin)))?;
-    if let Err(errs) = super::from_table(&whole, Vec::new()) {
-        let prefix = format!("{section}.");
+    let prefix = format!("{section}.");
+    let field = |key: &str| key.strip_prefix(&prefix).unwrap_or(key).to_string();
+    let cfg = match super::from_table(&whole, Vec::new()) {
+        Ok(cfg) => cfg,
+        Err(errs) => {
+            return Err(SettingsError::Invalid(
+                errs.into_iter()
+                    .map(|e| FieldError {
+                        field: field(&e.key),
+                        message: e.message,
+                    })
+                    .collect(),
+            ))
+        }
+    };
+    // And start with it (TLS pair, listen address): a restart must not end the daemon.
+    let unstartable = starts(&cfg);
+    if !unstartable.is_empty() {
         return Err(SettingsError::Invalid(
-            errs.into_iter()
-                .map(|e| FieldError {
-                    field: e.key.strip_prefix(&prefix).unwrap_or(&e.key).to_string(),
-                    message: e.message,
+            unstartable
+                .into_iter()
+                .map(|(key, message)| FieldError {
+                    field: field(&key),
+                    message,
                 })
                 .collect(),
         ));
@@ -381,5 +438,102 @@ mod tests {
         assert!(check_value(k, &Value::String("x".into()))
             .unwrap_err()
             .contains("an integer"));
+    }
+
+    fn temp_main(tag: &str, body: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("svc-dropins-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let main = dir.join("svc.toml");
+        std::fs::write(&main, body).unwrap();
+        main
+    }
+
+    fn obj(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn keys_that_run_programs_or_write_files_are_refused_and_shown_file_only() {
+        let main = temp_main("fileonly", "");
+        for (section, field) in [
+            ("waf", "reload_command"),
+            ("waf", "rules_file"),
+            ("waf", "overrides_file"),
+            ("challenge", "reload_command"),
+            ("challenge", "apache_file"),
+            ("firewall", "nft_path"),
+        ] {
+            let v = if field.ends_with("command") {
+                serde_json::json!(["/bin/sh", "-c", "id > /tmp/x"])
+            } else {
+                serde_json::json!("/tmp/x")
+            };
+            match apply(
+                &main,
+                section,
+                &obj(serde_json::json!({ field: v })),
+                &|_| Vec::new(),
+            ) {
+                Err(SettingsError::Invalid(e)) => {
+                    assert!(
+                        e[0].message.contains(&format!("{section}.{field}")),
+                        "{e:?}"
+                    )
+                }
+                other => panic!("{section}.{field}: {other:?}"),
+            }
+            assert!(!dropin_path(&main, section).exists());
+            let shown = view(&main, section).unwrap();
+            assert!(shown.iter().any(|s| s.key == field && s.file_only));
+        }
+        for k in KEYS.iter().filter(|k| k.kind == Kind::Command) {
+            assert!(k.file_only(), "{}", k.path);
+        }
+        for p in super::super::keys::FILE_ONLY {
+            assert!(super::super::keys::find(p).is_some(), "{p}");
+        }
+    }
+
+    #[test]
+    fn userinfo_in_a_url_is_not_shown() {
+        assert_eq!(
+            redact_url("https://bob:hunter2@example.com/x@y"),
+            "https://***@example.com/x@y"
+        );
+        assert_eq!(
+            redact_url("https://example.com/a@b"),
+            "https://example.com/a@b"
+        );
+        assert_eq!(redact_url("alice@example.com"), "alice@example.com");
+    }
+
+    #[test]
+    fn a_posted_list_is_the_value_not_appended() {
+        let main = temp_main("lists", "[threat]\nwatched_countries = [\"RU\"]\n");
+        apply(
+            &main,
+            "threat",
+            &obj(serde_json::json!({"watched_countries": ["CN"]})),
+            &|_| Vec::new(),
+        )
+        .unwrap();
+        let t = merged(&main, None).unwrap();
+        assert_eq!(
+            lookup(&t, "threat.watched_countries"),
+            Some(&Value::Array(vec!["CN".into()]))
+        );
+        apply(
+            &main,
+            "threat",
+            &obj(serde_json::json!({"watched_countries": []})),
+            &|_| Vec::new(),
+        )
+        .unwrap();
+        let (t, _) = super::super::read_merged(&main).unwrap();
+        assert_eq!(
+            lookup(&t, "threat.watched_countries"),
+            Some(&Value::Array(vec![]))
+        );
     }
 }

@@ -72,6 +72,88 @@ impl Class {
     }
 }
 
+/// Keys that name a program to run, or a file or directory the daemon writes outside its
+/// state directory: settable only in the files root owns (`svc.toml` and hand-written
+/// drop-ins), never through the settings API or the console (decision 450).
+pub const FILE_ONLY: &[&str] = &[
+    "state_path",
+    "firewall.nft_path",
+    "waf.reload_command",
+    "waf.rules_file",
+    "waf.overrides_file",
+    "challenge.reload_command",
+    "challenge.map_dir",
+    "challenge.apache_file",
+    "challenge.nginx_http_file",
+    "challenge.nginx_server_file",
+    "mail.quarantine_path",
+];
+
+/// The longest path a path key takes, in bytes.
+pub const MAX_PATH_BYTES: usize = 4096;
+
+/// The most entries a list of paths takes.
+pub const MAX_PATH_ENTRIES: usize = 256;
+
+/// Keys holding absolute paths (or globs) to files and directories; empty means unset.
+const ABSOLUTE_PATHS: &[&str] = &[
+    "state_path",
+    "webui.tls_cert",
+    "webui.tls_key",
+    "logs.auth",
+    "logs.waf",
+    "logs.mail",
+    "logs.access",
+    "files.watch",
+    "cms.vulnerability_file",
+    "reputation.ca_file",
+    "mail.spool_path",
+    "mail.quarantine_path",
+    "mail.password_files",
+    "waf.rules_file",
+    "waf.overrides_file",
+    "challenge.tls_cert",
+    "challenge.tls_key",
+    "challenge.map_dir",
+    "challenge.apache_file",
+    "challenge.nginx_http_file",
+    "challenge.nginx_server_file",
+    "fleet.ca_file",
+];
+
+/// Keys holding paths that need not be absolute (a program name, `host:port`, a file name).
+const OTHER_PATHS: &[&str] = &[
+    "firewall.nft_path",
+    "mail.clamd_socket",
+    "probes.sensitive_files",
+];
+
+/// Checks one string of a path key (a [`Kind::Str`] value or one entry of a
+/// [`Kind::List`]): at most [`MAX_PATH_BYTES`], no control characters, and absolute for the
+/// keys that name files (decision 453). Other keys pass.
+pub fn check_path(key: &str, s: &str) -> Result<(), String> {
+    let absolute = ABSOLUTE_PATHS.contains(&key);
+    if !absolute && !OTHER_PATHS.contains(&key) {
+        return Ok(());
+    }
+    if s.len() > MAX_PATH_BYTES {
+        return Err(format!("must be at most {MAX_PATH_BYTES} bytes"));
+    }
+    if s.chars().any(char::is_control) {
+        return Err("must not contain control characters (newline, NUL, ...)".into());
+    }
+    if absolute && !s.is_empty() && !s.starts_with('/') {
+        return Err("must be an absolute path".into());
+    }
+    Ok(())
+}
+
+/// Whether `key` is a list of paths (bounded to [`MAX_PATH_ENTRIES`] entries).
+pub fn is_path_list(key: &str) -> bool {
+    (ABSOLUTE_PATHS.contains(&key) || OTHER_PATHS.contains(&key))
+        && find(key).is_some_and(|k| k.kind == Kind::List)
+}
+
 /// One configuration key.
 #[derive(Debug)]
 pub struct Key {
@@ -105,6 +187,11 @@ impl Key {
     /// The section a key belongs to (its path up to the last dot; empty at the top).
     pub fn table(&self) -> &'static str {
         self.path.rsplit_once('.').map_or("", |(t, _)| t)
+    }
+
+    /// Settable only in the files root owns ([`FILE_ONLY`]); every [`Kind::Command`] key is.
+    pub fn file_only(&self) -> bool {
+        self.kind == Kind::Command || FILE_ONLY.contains(&self.path)
     }
 
     /// The key's own name (after the last dot).

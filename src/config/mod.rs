@@ -315,7 +315,7 @@ fn read_merged(main: &Path) -> Result<(toml::value::Table, Vec<PathBuf>), Vec<Co
     let mut errors = Vec::new();
     for file in &files {
         match parse_file(file) {
-            Ok(t) => merge::merge(&mut merged, t),
+            Ok(t) => merge::merge_file(&mut merged, file, t),
             Err(e) => errors.push(e),
         }
     }

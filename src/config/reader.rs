@@ -190,6 +190,10 @@ impl<'a> TableReader<'a> {
                 return default;
             }
         }
+        if let Err(m) = keys::check_path(&self.key(key), &v) {
+            errs.push(self.key(key), m);
+            return default;
+        }
         v
     }
 
@@ -250,10 +254,24 @@ impl<'a> TableReader<'a> {
         match self.get(key) {
             None => default,
             Some(Value::Array(items)) => {
-                let mut out = Vec::with_capacity(items.len());
+                let full = self.key(key);
+                if keys::is_path_list(&full) && items.len() > keys::MAX_PATH_ENTRIES {
+                    errs.push(
+                        full,
+                        format!("must have at most {} entries", keys::MAX_PATH_ENTRIES),
+                    );
+                    return default;
+                }
+                let mut out = Vec::with_capacity(items.len().min(keys::MAX_PATH_ENTRIES));
                 for (i, item) in items.iter().enumerate() {
                     match item {
-                        Value::String(s) => out.push(s.clone()),
+                        // A path named twice is one path (a log followed twice would count
+                        // every line twice).
+                        Value::String(s) => match keys::check_path(&full, s) {
+                            Ok(()) if keys::is_path_list(&full) && out.contains(s) => {}
+                            Ok(()) => out.push(s.clone()),
+                            Err(m) => errs.push(format!("{full}[{i}]"), m),
+                        },
                         v => errs.push(
                             format!("{}[{i}]", self.key(key)),
                             format!("must be a string, found {}", type_name(v)),

@@ -27,6 +27,7 @@ pub mod dev;
 pub mod doctor;
 mod error;
 pub mod reload;
+pub mod startcheck;
 mod watchdog;
 
 use std::io::Write;

@@ -43,6 +43,7 @@ mod quarantine;
 mod reload;
 mod remedy;
 mod server;
+mod settings;
 mod sitedb;
 mod taint;
 mod threat;

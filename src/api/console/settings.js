@@ -49,6 +49,7 @@ async function show(name) {
       const input = it.type === 'boolean'
         ? h('input', { type: 'checkbox', name: it.key, checked: it.value === true, 'data-orig': String(it.value === true) })
         : h('input', { type: 'text', name: it.key, value: v, 'data-orig': v, placeholder: it.secret ? (it.set ? 'set (hidden)' : 'not set') : null, size: 24 });
+      if (it.file_only) { input.disabled = true; input.readOnly = true; input.title = 'Set in svc.toml or a hand-written drop-in only'; }
       return h('div', { class: 'field', 'data-field': it.key },
         h('label', {}, h('code', {}, it.key), ' ', input),
         h('span', { class: `state st-${it.class}` }, it.class),
@@ -62,6 +63,7 @@ async function show(name) {
     form.querySelectorAll('.field-error').forEach((p) => { p.hidden = true; p.textContent = ''; });
     const changes = {};
     for (const it of items) {
+      if (it.file_only) continue;
       const input = form.elements.namedItem(it.key);
       const v = input && valueOf(it, input);
       if (v !== undefined) changes[it.key] = v;
