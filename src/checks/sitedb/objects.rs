@@ -109,14 +109,11 @@ fn long_literal(text: &str) -> Option<&'static str> {
     let b = text.as_bytes();
     let mut i = 0;
     while i < b.len() {
-        let hex_start = if b[i] == b'0' && b.get(i + 1).is_some_and(|c| *c == b'x' || *c == b'X') {
-            Some(i + 2)
-        } else if (b[i] == b'x' || b[i] == b'X') && b.get(i + 1) == Some(&b'\'') {
-            Some(i + 2)
-        } else {
-            None
-        };
-        if let Some(s) = hex_start {
+        // `0x…` or `X'…'`.
+        let hex = (b[i] == b'0' && b.get(i + 1).is_some_and(|c| *c == b'x' || *c == b'X'))
+            || ((b[i] == b'x' || b[i] == b'X') && b.get(i + 1) == Some(&b'\''));
+        if hex {
+            let s = i + 2;
             let n = b[s..].iter().take_while(|c| c.is_ascii_hexdigit()).count();
             if n >= LONG_LITERAL {
                 return Some("hex");
