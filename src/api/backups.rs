@@ -191,6 +191,36 @@ pub fn db_object_backup_preview(app: &App, req: &Request, _c: &Caller) -> Respon
     Response::json(200, &out)
 }
 
+/// `POST /api/v1/db-object-backups/restore` `{"key"}`: runs a dropped trigger's, event's
+/// or routine's captured `CREATE` statement in its site's database again. 404 unknown key;
+/// 400 a backup of another kind; 409 an object of that name exists, or no site under the
+/// web roots uses the database; 500 the database refused.
+pub fn db_object_backup_restore(app: &App, req: &Request, _c: &Caller) -> Response {
+    let v = match app.json_body(req) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let key = match v.get("key") {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(_) => return Response::error(400, "key must be a string"),
+        None => return Response::error(400, "the body needs key"),
+    };
+    let k2 = key.clone();
+    let shown = crate::text::escape_controls(&key).into_owned();
+    let b = match app.store.read(move |c| sdata::db_object_backup(c, &k2)) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Response::error(404, &format!("no database object backup {shown:?}")),
+        Err(e) => return store_failed(e),
+    };
+    match app.services.fixer.restore_db_object(&b) {
+        Ok(site) => Response::json(
+            200,
+            &json!({ "ok": true, "key": b.key, "kind": b.kind, "name": b.name, "database": b.database, "site": site }),
+        ),
+        Err(e) => Response::error(e.status(), &e.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

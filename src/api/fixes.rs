@@ -32,6 +32,9 @@ pub fn fix_for(check: &str) -> &'static str {
         "php_taint_flow" => "Request data reaches code execution, a shell command or an include in this file: remove or quarantine it unless it is the site's own code, then fix that code to validate its input (allowlist, intval, escapeshellarg).",
         "db_option_injected" => "Clean the option (offered as a fix; the old value is kept in the database-object backups), change the site's admin and database passwords, and find the plugin or account that wrote it.",
         "db_post_injected" => "Remove the injected script or iframe from the post in the editor, change the site's admin passwords, and look for the same markup in other posts and options.",
+        "db_trigger_injected" => "Drop the trigger (offered as a fix; its CREATE statement is kept in the database-object backups and can be restored), change the site's database and admin passwords, and check the users and options tables for what it wrote.",
+        "db_event_injected" => "Drop the event (offered as a fix; its CREATE statement is kept in the database-object backups and can be restored), change the site's database password, and check what the event changed.",
+        "db_routine_injected" => "Drop the procedure or function (offered as a fix; its CREATE statement is kept in the database-object backups and can be restored), change the site's database and admin passwords, and look for the trigger, event or code that calls it.",
         c if c.starts_with("hardening_") => "Change the setting the finding names to the value the hardening report recommends, then run the audit again.",
         _ => GENERIC_FIX,
     }

@@ -206,6 +206,12 @@ pub static ROUTES: &[Route] = &[
         Access::Admin,
         super::backups::db_object_backups
     ),
+    Route {
+        path: "/api/v1/db-object-backups/restore",
+        methods: &[("POST", super::backups::db_object_backup_restore)],
+        access: Access::Admin,
+        action: "db_object_backup.restore",
+    },
     get!(
         "/api/v1/db-object-backup-preview",
         Access::Admin,

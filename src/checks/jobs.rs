@@ -167,6 +167,9 @@ const ACCOUNT_CHECKS: &[&str] = &[
     super::taint::CHECK,
     super::sitedb::OPTION_CHECK,
     super::sitedb::POST_CHECK,
+    super::sitedb::TRIGGER_CHECK,
+    super::sitedb::EVENT_CHECK,
+    super::sitedb::ROUTINE_CHECK,
 ];
 
 impl JobKind {

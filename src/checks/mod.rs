@@ -76,7 +76,7 @@ static CRITICAL: [NamedCheck; 3] = [
     },
 ];
 
-static DEEP: [NamedCheck; 11] = [
+static DEEP: [NamedCheck; 14] = [
     NamedCheck {
         name: webroot::CHECK,
         run: webroot::world_writable_php,
@@ -121,6 +121,18 @@ static DEEP: [NamedCheck; 11] = [
         name: sitedb::POST_CHECK,
         run: sitedb::injected_posts,
     },
+    NamedCheck {
+        name: sitedb::TRIGGER_CHECK,
+        run: sitedb::injected_triggers,
+    },
+    NamedCheck {
+        name: sitedb::EVENT_CHECK,
+        run: sitedb::injected_events,
+    },
+    NamedCheck {
+        name: sitedb::ROUTINE_CHECK,
+        run: sitedb::injected_routines,
+    },
 ];
 
 /// `waf_status`: ModSecurity missing on a present web server (with the install hint), or
@@ -143,7 +155,8 @@ pub fn critical_checks() -> &'static [NamedCheck] {
 
 /// `world_writable_php`, `suid_unexpected`, `waf_status`, `perf_error_log`,
 /// `php_display_errors`, `perf_cms_cron`, `phishing_page`, `executable_in_uploads`,
-/// `php_taint_flow`, `db_option_injected`, `db_post_injected`.
+/// `php_taint_flow`, `db_option_injected`, `db_post_injected`, `db_trigger_injected`,
+/// `db_event_injected`, `db_routine_injected`.
 pub fn deep_checks() -> &'static [NamedCheck] {
     &DEEP
 }
@@ -217,7 +230,10 @@ mod tests {
                 "executable_in_uploads",
                 "php_taint_flow",
                 "db_option_injected",
-                "db_post_injected"
+                "db_post_injected",
+                "db_trigger_injected",
+                "db_event_injected",
+                "db_routine_injected"
             ]
         );
         assert!(find_check("suid_unexpected").is_some());

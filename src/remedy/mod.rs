@@ -73,6 +73,13 @@ pub enum FixAction {
     /// Remove injected scripts and foreign iframes from a post (kept first in the
     /// database-object backups).
     CleanDbPost,
+    /// Drop an injected trigger (its `SHOW CREATE` kept first in the database-object
+    /// backups, restorable).
+    DropDbTrigger,
+    /// Drop an injected event (kept first like a trigger).
+    DropDbEvent,
+    /// Drop an injected procedure or function (kept first like a trigger).
+    DropDbRoutine,
 }
 
 impl FixAction {
@@ -91,6 +98,9 @@ impl FixAction {
             FixAction::DisplayErrorsOff => "Set display_errors = Off in the site's PHP settings file; the file is kept first as a pre-clean backup in the quarantine.",
             FixAction::CleanDbOption => "Put the site's own URL back into siteurl/home, or remove the injected scripts and foreign iframes from the widget option; the old value is kept first in the database-object backups (db-object-backups).",
             FixAction::CleanDbPost => "Remove the injected scripts and foreign iframes from the post's content; the old content is kept first in the database-object backups (db-object-backups).",
+            FixAction::DropDbTrigger => "Drop the trigger; its exact CREATE statement is kept first in the database-object backups (db-object-backups) and can be put back with db-object-backups/restore.",
+            FixAction::DropDbEvent => "Drop the event; its exact CREATE statement is kept first in the database-object backups (db-object-backups) and can be put back with db-object-backups/restore.",
+            FixAction::DropDbRoutine => "Drop the procedure or function; its exact CREATE statement is kept first in the database-object backups (db-object-backups) and can be put back with db-object-backups/restore.",
             FixAction::DisableCmsCron => "Define DISABLE_WP_CRON in wp-config.php (kept first as a pre-clean backup) and run wp-cron.php from the site owner's crontab every 15 minutes.",
         }
     }
@@ -107,6 +117,9 @@ pub fn plan(check: &str) -> Option<FixAction> {
         crate::checks::perf::CMS_CRON_CHECK => Some(FixAction::DisableCmsCron),
         crate::checks::sitedb::OPTION_CHECK => Some(FixAction::CleanDbOption),
         crate::checks::sitedb::POST_CHECK => Some(FixAction::CleanDbPost),
+        crate::checks::sitedb::TRIGGER_CHECK => Some(FixAction::DropDbTrigger),
+        crate::checks::sitedb::EVENT_CHECK => Some(FixAction::DropDbEvent),
+        crate::checks::sitedb::ROUTINE_CHECK => Some(FixAction::DropDbRoutine),
         c if QUARANTINE_CHECKS.contains(&c) => Some(FixAction::Quarantine),
         _ => None,
     }
@@ -301,6 +314,9 @@ impl Fixer {
             FixAction::DisableCmsCron => self.cms_cron(f, &path),
             FixAction::CleanDbOption => self.clean_db_option(f, &path),
             FixAction::CleanDbPost => self.clean_db_post(f, &path),
+            FixAction::DropDbTrigger | FixAction::DropDbEvent | FixAction::DropDbRoutine => {
+                self.drop_db_object(f, &path, action)
+            }
         }
     }
 

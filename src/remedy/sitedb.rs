@@ -4,7 +4,11 @@
 //! back), then replaced by its cleaned value only while it still holds the value backed up.
 //! - `db_option_injected`: kind `option`, name `TABLE.OPTION`;
 //! - `db_post_injected`: kind `post`, name `TABLE.ID`; the post loses its flagged scripts
-//!   and iframes.
+//!   and iframes;
+//! - `db_trigger_injected`, `db_event_injected`, `db_routine_injected` (issue 41): the
+//!   object's exact `SHOW CREATE` statement is kept (kind `trigger`, `event`, `procedure`,
+//!   `function`, name the object's), then the object is dropped once its definer, body and
+//!   statement are read again unchanged. [`Fixer::restore_db_object`] puts it back.
 
 use std::path::Path;
 
@@ -12,7 +16,7 @@ use super::{changed, open_sole, shown, FixAction, FixError, Fixed, Fixer};
 use crate::checks::sitedb::{self, markup, wpconfig};
 use crate::findings::Finding;
 use crate::store::data::DbObjectBackup;
-use crate::store::sitedb::{OptionRow, SiteConn, SiteDbError};
+use crate::store::sitedb::{ObjectKind, OptionRow, SiteConn, SiteDbError};
 
 fn db_failed(path: &Path) -> impl Fn(SiteDbError) -> FixError + '_ {
     move |error| FixError::Database {
@@ -149,6 +153,107 @@ impl Fixer {
             return Err(changed(path, &format!("post {id} changed while cleaning")));
         }
         Ok(db_fixed(FixAction::CleanDbPost, path, key))
+    }
+}
+
+impl Fixer {
+    pub(super) fn drop_db_object(
+        &self,
+        f: &Finding,
+        path: &Path,
+        action: FixAction,
+    ) -> Result<Fixed, FixError> {
+        let (kind, name) = sitedb::object_of(&f.details).ok_or_else(|| FixError::NoFix {
+            check: f.check.clone(),
+        })?;
+        let config = self.site_config(path)?;
+        let mut conn = SiteConn::open(&config.db).map_err(db_failed(path))?;
+        let what = format!("{} {}", kind.name(), crate::text::escape_controls(&name));
+        let obj = conn
+            .object(kind, &name)
+            .map_err(db_failed(path))?
+            .ok_or_else(|| changed(path, &format!("{what} is gone")))?;
+        if !obj.complete {
+            return Err(changed(path, &format!("{what} is too large to check")));
+        }
+        if sitedb::objects::object_problem(&obj, &config.db.prefix).is_none() {
+            return Err(changed(path, &format!("{what} no longer looks injected")));
+        }
+        let create = conn
+            .show_create(kind, &name)
+            .map_err(db_failed(path))?
+            .ok_or_else(|| {
+                changed(
+                    path,
+                    &format!("the CREATE statement of {what} cannot be read in full"),
+                )
+            })?;
+        let key =
+            self.keep_db_backup(f, path, &config, kind.name(), name.clone(), create.clone())?;
+        // Compare and set: the definer, body and statement backed up must still be the
+        // object's right before it is dropped.
+        let now = conn.object(kind, &name).map_err(db_failed(path))?;
+        let now_create = conn.show_create(kind, &name).map_err(db_failed(path))?;
+        if now.as_ref() != Some(&obj) || now_create.as_deref() != Some(create.as_str()) {
+            return Err(changed(path, &format!("{what} changed while dropping")));
+        }
+        conn.drop_object(kind, &name).map_err(db_failed(path))?;
+        Ok(db_fixed(action, path, key))
+    }
+
+    /// Puts a dropped trigger, event or routine back: its captured `CREATE` statement runs
+    /// in the database of the site under the web roots that uses the backup's database (and
+    /// belongs to its account, when it names one). Returns the site's `wp-config.php` as
+    /// shown. 409 ([`FixError::Changed`]) when an object of that name exists or no such
+    /// site is found; 400 for a backup that is not a dropped object.
+    pub fn restore_db_object(&self, b: &DbObjectBackup) -> Result<String, FixError> {
+        let Some(kind) = ObjectKind::parse(&b.kind) else {
+            return Err(FixError::NoFix {
+                check: format!("a backup of kind {}", b.kind),
+            });
+        };
+        let trimmed = b.statement.trim_start();
+        if !trimmed
+            .get(..7)
+            .is_some_and(|s| s.eq_ignore_ascii_case("CREATE "))
+        {
+            return Err(FixError::NoFix {
+                check: "a backup without a CREATE statement".into(),
+            });
+        }
+        let mut walker = crate::checks::walk::Walker::new(&self.ctx);
+        let mut owners = crate::checks::walk::OwnerCache::default();
+        let site = sitedb::sites(&self.ctx, &mut walker)
+            .into_iter()
+            .find(|s| {
+                s.config.db.database == b.database
+                    && b.account
+                        .as_ref()
+                        .is_none_or(|a| owners.name(s.owner_uid).as_ref() == Some(a))
+            })
+            .ok_or_else(|| FixError::Changed {
+                path: b.database.clone(),
+                what: "no site under the web roots uses this database any more".into(),
+            })?;
+        let path = site.config_path.as_path();
+        let config = self.site_config(path)?;
+        let mut conn = SiteConn::open(&config.db).map_err(db_failed(path))?;
+        if conn
+            .object(kind, &b.name)
+            .map_err(db_failed(path))?
+            .is_some()
+        {
+            return Err(changed(
+                path,
+                &format!(
+                    "a {} named {} exists",
+                    kind.name(),
+                    crate::text::escape_controls(&b.name)
+                ),
+            ));
+        }
+        conn.run_create(&b.statement).map_err(db_failed(path))?;
+        Ok(shown(path))
     }
 }
 

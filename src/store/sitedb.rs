@@ -249,3 +249,253 @@ impl SiteConn {
         )
     }
 }
+
+/// Bytes of a `SHOW CREATE` statement kept at most: a longer one is not captured (its
+/// object cannot be dropped by a fix, which needs the whole statement to put it back).
+pub const MAX_CREATE_BYTES: usize = 1024 * 1024;
+
+/// The kinds of stored programs a site's database can hold (issue 41).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObjectKind {
+    Trigger,
+    Event,
+    Procedure,
+    Function,
+}
+
+impl ObjectKind {
+    pub const ALL: [ObjectKind; 4] = [
+        ObjectKind::Trigger,
+        ObjectKind::Event,
+        ObjectKind::Procedure,
+        ObjectKind::Function,
+    ];
+
+    /// `trigger`, `event`, `procedure`, `function` (the backup's kind).
+    pub fn name(self) -> &'static str {
+        match self {
+            ObjectKind::Trigger => "trigger",
+            ObjectKind::Event => "event",
+            ObjectKind::Procedure => "procedure",
+            ObjectKind::Function => "function",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ObjectKind> {
+        ObjectKind::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    fn keyword(self) -> &'static str {
+        match self {
+            ObjectKind::Trigger => "TRIGGER",
+            ObjectKind::Event => "EVENT",
+            ObjectKind::Procedure => "PROCEDURE",
+            ObjectKind::Function => "FUNCTION",
+        }
+    }
+
+    /// The column of `SHOW CREATE <kind>` holding the statement.
+    fn create_column(self) -> usize {
+        match self {
+            ObjectKind::Event => 3,
+            _ => 2,
+        }
+    }
+}
+
+/// A trigger, event or routine of the site's database, its body cut at
+/// [`MAX_VALUE_BYTES`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbObject {
+    pub kind: ObjectKind,
+    pub name: String,
+    /// The table of a trigger.
+    pub table: Option<String>,
+    pub definer: String,
+    pub body: Vec<u8>,
+    pub complete: bool,
+}
+
+/// An identifier quoted with backticks, backticks inside doubled.
+pub fn quote_ident(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+type ObjectRow = (
+    Vec<u8>,
+    Option<Vec<u8>>,
+    Vec<u8>,
+    Option<Vec<u8>>,
+    Option<i64>,
+);
+
+impl SiteConn {
+    /// The objects of `kind` in the site's database: triggers on the site's tables (names
+    /// beginning with its prefix), every event, procedures or functions. At most
+    /// [`MAX_ROWS`], bodies cut at [`MAX_VALUE_BYTES`].
+    pub fn objects(&mut self, kind: ObjectKind) -> Result<Vec<DbObject>, SiteDbError> {
+        let n = MAX_VALUE_BYTES;
+        let (sql, params): (String, mysql::Params) = match kind {
+            ObjectKind::Trigger => (
+                format!(
+                    "SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE, DEFINER, LEFT(ACTION_STATEMENT, {n}), \
+                     LENGTH(ACTION_STATEMENT) FROM information_schema.TRIGGERS \
+                     WHERE TRIGGER_SCHEMA = DATABASE() \
+                     AND LEFT(EVENT_OBJECT_TABLE, CHAR_LENGTH(?)) = ? \
+                     ORDER BY TRIGGER_NAME LIMIT {MAX_ROWS}"
+                ),
+                (self.prefix.as_str(), self.prefix.as_str()).into(),
+            ),
+            ObjectKind::Event => (
+                format!(
+                    "SELECT EVENT_NAME, NULL, DEFINER, LEFT(EVENT_DEFINITION, {n}), \
+                     LENGTH(EVENT_DEFINITION) FROM information_schema.EVENTS \
+                     WHERE EVENT_SCHEMA = DATABASE() ORDER BY EVENT_NAME LIMIT {MAX_ROWS}"
+                ),
+                ().into(),
+            ),
+            ObjectKind::Procedure | ObjectKind::Function => (
+                format!(
+                    "SELECT ROUTINE_NAME, NULL, DEFINER, LEFT(ROUTINE_DEFINITION, {n}), \
+                     LENGTH(ROUTINE_DEFINITION) FROM information_schema.ROUTINES \
+                     WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_TYPE = ? \
+                     ORDER BY ROUTINE_NAME LIMIT {MAX_ROWS}"
+                ),
+                (kind.keyword(),).into(),
+            ),
+        };
+        let rows: Vec<ObjectRow> = self.conn.exec(sql, params)?;
+        let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+        Ok(rows
+            .into_iter()
+            .take(MAX_ROWS)
+            .map(|(name, table, definer, body, len)| {
+                let body = body.unwrap_or_default();
+                DbObject {
+                    kind,
+                    name: text(name),
+                    table: table.map(text),
+                    definer: text(definer),
+                    complete: len.unwrap_or(0).max(0) as usize <= body.len(),
+                    body,
+                }
+            })
+            .collect())
+    }
+
+    /// One object of `kind` by name, if it exists.
+    pub fn object(
+        &mut self,
+        kind: ObjectKind,
+        name: &str,
+    ) -> Result<Option<DbObject>, SiteDbError> {
+        // Read by name through the bounded listing's own query, filtered here (names are
+        // compared exactly; the listing is bounded).
+        Ok(self
+            .objects_named(kind, name)?
+            .into_iter()
+            .find(|o| o.name == name))
+    }
+
+    fn objects_named(
+        &mut self,
+        kind: ObjectKind,
+        name: &str,
+    ) -> Result<Vec<DbObject>, SiteDbError> {
+        let n = MAX_VALUE_BYTES;
+        let (sql, params): (String, mysql::Params) = match kind {
+            ObjectKind::Trigger => (
+                format!(
+                    "SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE, DEFINER, LEFT(ACTION_STATEMENT, {n}), \
+                     LENGTH(ACTION_STATEMENT) FROM information_schema.TRIGGERS \
+                     WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME = ? LIMIT 10"
+                ),
+                (name,).into(),
+            ),
+            ObjectKind::Event => (
+                format!(
+                    "SELECT EVENT_NAME, NULL, DEFINER, LEFT(EVENT_DEFINITION, {n}), \
+                     LENGTH(EVENT_DEFINITION) FROM information_schema.EVENTS \
+                     WHERE EVENT_SCHEMA = DATABASE() AND EVENT_NAME = ? LIMIT 10"
+                ),
+                (name,).into(),
+            ),
+            ObjectKind::Procedure | ObjectKind::Function => (
+                format!(
+                    "SELECT ROUTINE_NAME, NULL, DEFINER, LEFT(ROUTINE_DEFINITION, {n}), \
+                     LENGTH(ROUTINE_DEFINITION) FROM information_schema.ROUTINES \
+                     WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_TYPE = ? \
+                     AND ROUTINE_NAME = ? LIMIT 10"
+                ),
+                (kind.keyword(), name).into(),
+            ),
+        };
+        let rows: Vec<ObjectRow> = self.conn.exec(sql, params)?;
+        let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+        Ok(rows
+            .into_iter()
+            .map(|(name, table, definer, body, len)| {
+                let body = body.unwrap_or_default();
+                DbObject {
+                    kind,
+                    name: text(name),
+                    table: table.map(text),
+                    definer: text(definer),
+                    complete: len.unwrap_or(0).max(0) as usize <= body.len(),
+                    body,
+                }
+            })
+            .collect())
+    }
+
+    /// The exact `SHOW CREATE` statement of an object; None when it is gone, not visible
+    /// to the site's user, or longer than [`MAX_CREATE_BYTES`].
+    pub fn show_create(
+        &mut self,
+        kind: ObjectKind,
+        name: &str,
+    ) -> Result<Option<String>, SiteDbError> {
+        let sql = format!("SHOW CREATE {} {}", kind.keyword(), quote_ident(name));
+        let row: Option<mysql::Row> = match self.conn.query_first(sql) {
+            Ok(r) => r,
+            // Gone in between: "does not exist" (1360 trigger, 1305 routine, 1539 event).
+            Err(mysql::Error::MySqlError(e)) if [1360, 1305, 1539].contains(&e.code) => {
+                return Ok(None)
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let Some(row) = row else { return Ok(None) };
+        let create: Option<Option<Vec<u8>>> = row.get(kind.create_column());
+        Ok(create
+            .flatten()
+            .filter(|b| b.len() <= MAX_CREATE_BYTES)
+            .map(|b| String::from_utf8_lossy(&b).into_owned()))
+    }
+
+    /// Drops an object (`DROP <kind>` with the name quoted).
+    pub fn drop_object(&mut self, kind: ObjectKind, name: &str) -> Result<(), SiteDbError> {
+        let sql = format!("DROP {} {}", kind.keyword(), quote_ident(name));
+        self.conn.query_drop(sql)?;
+        Ok(())
+    }
+
+    /// Runs a captured `CREATE` statement in the site's database (text protocol: stored
+    /// programs cannot be prepared).
+    pub fn run_create(&mut self, statement: &str) -> Result<(), SiteDbError> {
+        self.conn.query_drop(statement)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod object_tests {
+    use super::*;
+
+    #[test]
+    fn identifiers_are_quoted_with_backticks_doubled() {
+        assert_eq!(quote_ident("evil"), "`evil`");
+        assert_eq!(quote_ident("a`b; DROP"), "`a``b; DROP`");
+        assert_eq!(ObjectKind::parse("event"), Some(ObjectKind::Event));
+        assert_eq!(ObjectKind::parse("option"), None);
+    }
+}

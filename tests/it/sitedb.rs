@@ -261,3 +261,201 @@ fn sitedb_injected_option_is_found_backed_up_and_cleaned() {
     );
     assert!(!d.stderr().contains(PASSWORD), "the log shows the password");
 }
+
+/// Issue 41: a trigger on `wp_users`, an event, a procedure writing `wp_users` and a
+/// function decoding base64 are found by a deep scan (a benign function is not); each fix
+/// keeps the exact `SHOW CREATE` statement and drops the object; a restore puts one back
+/// (409 while it exists, 404 for an unknown key).
+#[test]
+fn sitedb_injected_triggers_events_and_routines_are_dropped_and_restored() {
+    let dir = temp_dir("sitedb-objects");
+    let db = Mariadb::start(&dir);
+    db.sql(&format!(
+        "CREATE DATABASE wpsite; CREATE USER 'wpsite'@'localhost' IDENTIFIED BY '{PASSWORD}'; \
+         GRANT ALL ON wpsite.* TO 'wpsite'@'localhost';"
+    ));
+    db.sql(
+        "USE wpsite; \
+         CREATE TABLE wp_options (option_id BIGINT UNSIGNED AUTO_INCREMENT PRIMARY KEY, \
+           option_name VARCHAR(191) NOT NULL UNIQUE, option_value LONGTEXT NOT NULL); \
+         CREATE TABLE wp_posts (ID BIGINT UNSIGNED AUTO_INCREMENT PRIMARY KEY, \
+           post_content LONGTEXT NOT NULL, post_status VARCHAR(20) NOT NULL DEFAULT 'publish'); \
+         CREATE TABLE wp_users (ID BIGINT UNSIGNED AUTO_INCREMENT PRIMARY KEY, \
+           user_login VARCHAR(60) NOT NULL); \
+         INSERT INTO wp_options (option_name, option_value) VALUES \
+           ('siteurl', 'https://example.org'), ('home', 'https://example.org'); \
+         CREATE DEFINER='wpsite'@'localhost' TRIGGER wp_backdoor AFTER INSERT ON wp_users \
+           FOR EACH ROW SET @last_user = NEW.ID; \
+         CREATE DEFINER='wpsite'@'localhost' EVENT wp_cleanup ON SCHEDULE EVERY 1 HOUR \
+           DO DELETE FROM wp_posts WHERE 1 = 0; \
+         CREATE DEFINER='wpsite'@'localhost' PROCEDURE `add admin`() \
+           INSERT INTO wp_users (user_login) VALUES ('backdoor'); \
+         CREATE DEFINER='wpsite'@'localhost' FUNCTION wp_decode(s TEXT) RETURNS TEXT \
+           DETERMINISTIC RETURN FROM_BASE64(s); \
+         CREATE DEFINER='wpsite'@'localhost' FUNCTION wp_slugify(s TEXT) RETURNS TEXT \
+           DETERMINISTIC RETURN LOWER(REPLACE(s, ' ', '-'));",
+    );
+
+    let www = dir.join("fixture/var/www/site");
+    std::fs::create_dir_all(&www).unwrap();
+    let config = www.join("wp-config.php");
+    std::fs::write(
+        &config,
+        format!(
+            "<?php\ndefine( 'DB_NAME', 'wpsite' );\ndefine( 'DB_USER', 'wpsite' );\ndefine( 'DB_PASSWORD', '{PASSWORD}' );\ndefine( 'DB_HOST', 'localhost:{}' );\n$table_prefix = 'wp_';\n",
+            db.socket.display()
+        ),
+    )
+    .unwrap();
+    let root = dir.join("fixture").display().to_string();
+    let d = start_in_dir(
+        dir.clone(),
+        &format!("[logs]\nauth = []\n[checks]\ncritical_interval_min = 0\ndeep_interval_min = 0\nroot = {root:?}\n"),
+        &[],
+    );
+    scan(&d, "deep");
+
+    let triggers = findings_of(&d, "db_trigger_injected");
+    assert_eq!(triggers.len(), 1, "{triggers:?}");
+    assert_eq!(triggers[0]["severity"], "CRITICAL");
+    assert_eq!(triggers[0]["path"], config.display().to_string());
+    assert!(triggers[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("trigger `wp_backdoor`"));
+    assert!(triggers[0]["details"]
+        .as_str()
+        .unwrap()
+        .ends_with("table=wp_users: a trigger on wp_users (WordPress ships none)"));
+    let events = findings_of(&d, "db_event_injected");
+    assert_eq!(events.len(), 1, "{events:?}");
+    let routines = findings_of(&d, "db_routine_injected");
+    assert_eq!(routines.len(), 2, "{routines:?}");
+    let procedure = finding_with(&routines, "name=\"add admin\"");
+    assert!(procedure["details"]
+        .as_str()
+        .unwrap()
+        .ends_with("a procedure whose body writes to wp_users (INSERT)"));
+    let function = finding_with(&routines, "FROM_BASE64");
+    assert!(function["details"]
+        .as_str()
+        .unwrap()
+        .contains("name=\"wp_decode\""));
+    let all = d.get("/api/v1/findings?limit=10000", READ).text();
+    assert!(!all.contains("wp_slugify"), "a benign function is flagged");
+    assert!(!all.contains(PASSWORD), "a finding shows the password");
+
+    let mut keys = Vec::new();
+    for (f, action, kind) in [
+        (&triggers[0], "drop_db_trigger", "trigger"),
+        (&events[0], "drop_db_event", "event"),
+        (&procedure, "drop_db_routine", "procedure"),
+        (&function, "drop_db_routine", "function"),
+    ] {
+        let r = post(&d, "/api/v1/fix", ADMIN, json!({ "id": f["id"] }));
+        r.expect(200);
+        let fixed = r.json();
+        assert_eq!(fixed["fixed"]["action"], action);
+        let key = fixed["fixed"]["backup_key"].as_str().unwrap().to_string();
+        let preview = d
+            .get(
+                &format!("/api/v1/db-object-backup-preview?key={key}"),
+                ADMIN,
+            )
+            .expect(200)
+            .json();
+        assert_eq!(preview["kind"], kind);
+        assert_eq!(preview["database"], "wpsite");
+        let statement = preview["statement"].as_str().unwrap();
+        assert!(
+            statement.starts_with("CREATE DEFINER=`wpsite`@`localhost`"),
+            "{statement}"
+        );
+        assert!(
+            statement.contains(&kind.to_uppercase()),
+            "{kind}: {statement}"
+        );
+        keys.push((kind, preview["name"].as_str().unwrap().to_string(), key));
+    }
+    let preview = |i: usize| {
+        d.get(
+            &format!("/api/v1/db-object-backup-preview?key={}", keys[i].2),
+            ADMIN,
+        )
+        .json()["statement"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(preview(0).contains("FOR EACH ROW SET @last_user = NEW.ID"));
+    assert!(preview(2).contains("INSERT INTO wp_users (user_login) VALUES ('backdoor')"));
+    assert_eq!(keys[2].1, "add admin");
+
+    // The objects are gone; the benign function stays.
+    let left = |sql: &str| db.sql(sql).trim_end().to_string();
+    assert_eq!(
+        left("SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'wpsite'"),
+        "0"
+    );
+    assert_eq!(
+        left("SELECT COUNT(*) FROM information_schema.EVENTS WHERE EVENT_SCHEMA = 'wpsite'"),
+        "0"
+    );
+    assert_eq!(
+        left("SELECT GROUP_CONCAT(ROUTINE_NAME) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = 'wpsite'"),
+        "wp_slugify"
+    );
+    // Fixed once: a second fix refuses.
+    let again = post(&d, "/api/v1/fix", ADMIN, json!({ "id": procedure["id"] }));
+    assert_ne!(again.status, 200, "{}", again.text());
+
+    // Restore the procedure: back, with its body; a second restore finds it there.
+    let r = post(
+        &d,
+        "/api/v1/db-object-backups/restore",
+        ADMIN,
+        json!({ "key": keys[2].2 }),
+    );
+    r.expect(200);
+    assert_eq!(r.json()["name"], "add admin");
+    assert_eq!(
+        left("SELECT ROUTINE_DEFINITION FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = 'wpsite' AND ROUTINE_NAME = 'add admin'"),
+        "INSERT INTO wp_users (user_login) VALUES ('backdoor')"
+    );
+    post(
+        &d,
+        "/api/v1/db-object-backups/restore",
+        ADMIN,
+        json!({ "key": keys[2].2 }),
+    )
+    .expect(409);
+    post(
+        &d,
+        "/api/v1/db-object-backups/restore",
+        ADMIN,
+        json!({ "key": "0123456789abcdef" }),
+    )
+    .expect(404);
+    post(
+        &d,
+        "/api/v1/db-object-backups/restore",
+        READ,
+        json!({ "key": keys[0].2 }),
+    )
+    .expect(403);
+    // The trigger comes back too.
+    post(
+        &d,
+        "/api/v1/db-object-backups/restore",
+        ADMIN,
+        json!({ "key": keys[0].2 }),
+    )
+    .expect(200);
+    assert_eq!(
+        left(
+            "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'wpsite'"
+        ),
+        "wp_backdoor"
+    );
+    assert!(!d.stderr().contains(PASSWORD), "the log shows the password");
+}

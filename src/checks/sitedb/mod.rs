@@ -4,7 +4,10 @@
 //!   site pins (`WP_HOME`/`WP_SITEURL`, else the `home` option), or holding markup; any
 //!   `<script>` in a `widget_*` option, and iframes from other hosts there;
 //! - `db_post_injected`: scripts or iframes loaded from other hosts, or inline scripts with
-//!   decoding tricks, in post content.
+//!   decoding tricks, in post content;
+//! - `db_trigger_injected`, `db_event_injected`, `db_routine_injected` (issue 41): triggers
+//!   on the site's tables, events, and procedures or functions that write to its users or
+//!   options tables, reach files or commands, or hold encoded payloads ([`objects`]).
 //!
 //! Rows and bytes read are bounded ([`crate::store::sitedb`]); at most [`MAX_SITES`] sites a
 //! run. Findings name the site's `wp-config.php` as path and the row in details, never a
@@ -12,6 +15,7 @@
 //! row to `db_object_backups`.
 
 pub mod markup;
+pub mod objects;
 pub mod wpconfig;
 
 use std::io::Read;
@@ -22,10 +26,13 @@ use super::sink::Sink;
 use super::walk::{OwnerCache, Walker};
 use crate::findings::{Finding, Severity};
 use crate::hostfs::display_path;
-use crate::store::sitedb::{OptionRow, SiteConn, SiteDbError};
+use crate::store::sitedb::{ObjectKind, OptionRow, SiteConn, SiteDbError};
 
 pub const OPTION_CHECK: &str = "db_option_injected";
 pub const POST_CHECK: &str = "db_post_injected";
+pub const TRIGGER_CHECK: &str = "db_trigger_injected";
+pub const EVENT_CHECK: &str = "db_event_injected";
+pub const ROUTINE_CHECK: &str = "db_routine_injected";
 
 /// Sites whose database is read per run at most.
 pub const MAX_SITES: usize = 500;
@@ -48,7 +55,7 @@ pub fn read_config(path: &Path) -> Option<wpconfig::WpConfig> {
     wpconfig::parse(&String::from_utf8_lossy(&text)).ok()
 }
 
-fn sites(ctx: &CheckContext, walker: &mut Walker) -> Vec<Site> {
+pub(crate) fn sites(ctx: &CheckContext, walker: &mut Walker) -> Vec<Site> {
     let mut out = Vec::new();
     for root in ctx.glob_all(&ctx.web_roots) {
         walker.walk(&root, &mut |path, meta| {
@@ -252,6 +259,93 @@ pub fn injected_posts(ctx: &CheckContext) -> Vec<Finding> {
     sink.finish(Some(&walker))
 }
 
+/// The object a trigger, event or routine finding names (from its details): its kind and
+/// exact name (the name is written as a JSON string).
+pub fn object_of(details: &str) -> Option<(ObjectKind, String)> {
+    let rest = &details[details.find(" kind=")? + 6..];
+    let kind = ObjectKind::parse(&rest[..rest.find(' ')?])?;
+    let rest = &details[details.find(" name=")? + 6..];
+    let name = serde_json::Deserializer::from_str(rest)
+        .into_iter::<String>()
+        .next()?
+        .ok()?;
+    Some((kind, name))
+}
+
+/// The details of an object finding: `database=D kind=K name="N" [table=T]: why`.
+pub fn object_details(database: &str, o: &crate::store::sitedb::DbObject, why: &str) -> String {
+    let name = serde_json::to_string(&o.name).unwrap_or_default();
+    let table = o
+        .table
+        .as_deref()
+        .map(|t| format!(" table={}", crate::text::escape_controls(t)))
+        .unwrap_or_default();
+    format!(
+        "database={database} kind={} name={name}{table}: {why}",
+        o.kind.name()
+    )
+}
+
+fn injected_objects(ctx: &CheckContext, check: &'static str, kinds: &[ObjectKind]) -> Vec<Finding> {
+    let mut sink = Sink::new(ctx, check);
+    let mut walker = Walker::new(ctx);
+    let mut owners = OwnerCache::default();
+    for site in sites(ctx, &mut walker) {
+        let Some(mut conn) = connect(&site) else {
+            continue;
+        };
+        let shown = display_path(&site.config_path);
+        for kind in kinds {
+            let objects = match conn.objects(*kind) {
+                Ok(o) => o,
+                Err(e) => {
+                    log_unreadable(&site.config_path, &e);
+                    continue;
+                }
+            };
+            for o in objects {
+                let Some((severity, why)) = objects::object_problem(&o, &site.config.db.prefix)
+                else {
+                    continue;
+                };
+                let f = sink
+                    .finding(
+                        severity,
+                        format!(
+                            "injected {} `{}` in the database {} of the site at {shown}",
+                            kind.name(),
+                            crate::text::escape_controls(&o.name),
+                            site.config.db.database
+                        ),
+                    )
+                    .with_details(object_details(&site.config.db.database, &o, &why))
+                    .with_path(site.config_path.to_string_lossy().into_owned());
+                sink.push_owned(f, owners.name(site.owner_uid));
+            }
+        }
+    }
+    sink.finish(Some(&walker))
+}
+
+/// `db_trigger_injected`: every trigger on the site's tables.
+pub fn injected_triggers(ctx: &CheckContext) -> Vec<Finding> {
+    injected_objects(ctx, TRIGGER_CHECK, &[ObjectKind::Trigger])
+}
+
+/// `db_event_injected`: every event of the site's database.
+pub fn injected_events(ctx: &CheckContext) -> Vec<Finding> {
+    injected_objects(ctx, EVENT_CHECK, &[ObjectKind::Event])
+}
+
+/// `db_routine_injected`: procedures and functions that look malicious.
+pub fn injected_routines(ctx: &CheckContext) -> Vec<Finding> {
+    injected_objects(
+        ctx,
+        ROUTINE_CHECK,
+        &[ObjectKind::Procedure, ObjectKind::Function],
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -324,5 +418,19 @@ mod tests {
             Some(42)
         );
         assert_eq!(post_of("database=d table=wp_posts post=x: y"), None);
+        let o = crate::store::sitedb::DbObject {
+            kind: ObjectKind::Trigger,
+            name: "a\"b: c".into(),
+            table: Some("wp_users".into()),
+            definer: "u@h".into(),
+            body: Vec::new(),
+            complete: true,
+        };
+        let d = object_details("d", &o, "why: x");
+        assert_eq!(
+            d,
+            "database=d kind=trigger name=\"a\\\"b: c\" table=wp_users: why: x"
+        );
+        assert_eq!(object_of(&d), Some((ObjectKind::Trigger, "a\"b: c".into())));
     }
 }
