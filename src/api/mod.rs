@@ -116,6 +116,9 @@ pub struct Runtime {
     pub started_at_token: String,
     pub binary_hash: OnceLock<String>,
     pub pid: u32,
+    /// Why this process runs on the last configuration that started (a restart into the
+    /// configuration on disk failed): a fault until the next start.
+    pub start_fallback: Option<String>,
 }
 
 /// Everything the routes read. Built once by the daemon; handles only.
@@ -166,6 +169,7 @@ impl App {
             started_at_token: crate::ids::random_hex(12),
             binary_hash: OnceLock::new(),
             pid: std::process::id(),
+            start_fallback: None,
         };
         let audit = Arc::new(audit::AuditLog::start(
             store.clone(),

@@ -32,6 +32,12 @@ pub(super) fn daemon_state(
         faults.push("store: last write batch failed".to_string());
         worst = Status::Degraded;
     }
+    if let Some(why) = &app.runtime.start_fallback {
+        faults.push(format!(
+            "running on the last configuration that started: the configuration on disk did not start ({why})"
+        ));
+        worst = worst.max(Status::Warning);
+    }
     for (name, row) in rows {
         if row.status == Status::Degraded {
             faults.push(format!("queue {name} degraded"));

@@ -74,6 +74,11 @@ pub fn main(args: Vec<OsString>) -> i32 {
                 Ok(()) => 0,
                 Err(e) => {
                     eprintln!("svc daemon: {e}");
+                    // Restarted through the API into a configuration that does not start:
+                    // the last one that did (returns only when that cannot be executed).
+                    if let Some(err) = crate::daemon::fallback::fall_back(&e.to_string()) {
+                        eprintln!("svc daemon: cannot start on the last configuration that started: {err}");
+                    }
                     1
                 }
             }

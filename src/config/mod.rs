@@ -308,6 +308,18 @@ pub fn dropins(main: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// The configuration `main` and its drop-ins make, merged into one TOML text (the values a
+/// start would use; secrets included: the caller keeps it private).
+pub fn merged_text(main: &Path) -> Result<String, Vec<ConfigError>> {
+    let (table, _) = read_merged(main)?;
+    toml::to_string(&table).map_err(|e| {
+        vec![ConfigError {
+            key: main.display().to_string(),
+            message: format!("cannot write the merged configuration: {e}"),
+        }]
+    })
+}
+
 fn read_merged(main: &Path) -> Result<(toml::value::Table, Vec<PathBuf>), Vec<ConfigError>> {
     let mut files = vec![main.to_path_buf()];
     files.extend(dropins(main));

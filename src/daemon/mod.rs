@@ -26,6 +26,7 @@ pub mod control;
 pub mod dev;
 pub mod doctor;
 mod error;
+pub mod fallback;
 pub mod reload;
 pub mod startcheck;
 mod watchdog;
@@ -126,6 +127,13 @@ pub fn run(opts: Options) -> Result<(), StartError> {
     let mut systemd = watchdog::Systemd::from_env();
     systemd.ready()?;
     announce(&cfg, front.addr, dev_tokens.as_ref());
+    if !opts.dev {
+        let main = opts.config.clone();
+        fallback::save(
+            &main.unwrap_or_else(|| PathBuf::from(config::DEFAULT_PATH)),
+            &cfg.state_path,
+        );
+    }
     release_startup_code();
     let waited = wait_for_stop(&signals, &front.reloader, &systemd);
     systemd.stopping();
@@ -208,9 +216,10 @@ pub fn restart_requested() -> bool {
 pub fn reexec() -> std::io::Error {
     use std::os::unix::process::CommandExt;
     log::info!("restarting (settings restart)");
-    std::process::Command::new("/proc/self/exe")
-        .args(std::env::args_os().skip(1))
-        .exec()
+    let mut cmd = std::process::Command::new("/proc/self/exe");
+    cmd.args(std::env::args_os().skip(1));
+    fallback::restart_env(&mut cmd);
+    cmd.exec()
 }
 
 /// Waits for SIGTERM or SIGINT; SIGHUP reloads the configuration and waits again.
@@ -585,7 +594,9 @@ impl Front {
             )),
             quarantine,
         };
-        let app = Arc::new(App::new(cfg.clone(), clock, store.clone(), services));
+        let mut app = App::new(cfg.clone(), clock, store.clone(), services);
+        app.runtime.start_fallback = fallback::reason();
+        let app = Arc::new(app);
         {
             let app = app.clone();
             let _ = std::thread::Builder::new()

@@ -254,3 +254,63 @@ fn a_restart_into_a_configuration_that_would_not_start_is_refused() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("webui.tls_cert"));
 }
+
+/// Issue 35 item 6: a restart into a configuration the route could not prove wrong (a
+/// listen address another process holds passes its check, as the daemon's own would) does
+/// not kill the daemon: the re-executed process fails to bind, logs why, and starts again
+/// on the last configuration that started, showing it as a fault.
+#[test]
+fn a_restart_that_fails_to_start_falls_back_to_the_last_configuration_that_started() {
+    let d = start_in_dir(temp_dir("settings-fallback"), "", &[]);
+    let saved = d.state.join("last-started.toml");
+    let meta = std::fs::metadata(&saved).expect("the configuration that started is kept");
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
+        0o600
+    );
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    std::fs::create_dir_all(d.dir.join("conf.d")).unwrap();
+    std::fs::write(
+        d.dir.join("conf.d/50-listen.toml"),
+        format!("[webui]\nlisten = \"127.0.0.1:{port}\"\n"),
+    )
+    .unwrap();
+    let pid = d.pid();
+    post(&d, "/api/v1/settings/restart", ADMIN, json!({})).expect(202);
+    let addr = wait_until(60, "the fallback daemon's listening line", || {
+        let lines: Vec<String> = d
+            .stdout()
+            .into_iter()
+            .filter(|l| l.contains("listening on https://"))
+            .collect();
+        (lines.len() >= 2).then(|| {
+            let rest = lines[1].split("listening on https://").nth(1).unwrap();
+            rest.split_whitespace()
+                .next()
+                .unwrap()
+                .parse::<std::net::SocketAddr>()
+                .unwrap()
+        })
+    });
+    assert_ne!(addr.port(), port, "not on the address it could not bind");
+    let health = wait_until(30, "the fallback daemon to answer", || {
+        let mut c = Client::connect(addr, d.cert());
+        let r = c.send(
+            "GET",
+            "/api/v1/health",
+            &[("Authorization", &format!("Bearer {READ}"))],
+            b"",
+        );
+        (r.status == 200).then(|| r.json())
+    });
+    let faults = health["faults"].to_string();
+    assert!(
+        faults.contains("last configuration that started"),
+        "{health}"
+    );
+    assert_eq!(d.pid(), pid, "the same process, executed again");
+    let log = std::fs::read_to_string(d.dir.join("stderr.log")).unwrap_or_default();
+    assert!(log.contains("did not start"), "{log}");
+    drop(taken);
+}
