@@ -15,6 +15,8 @@
 //!   judged by its newest artifact (retired and unloaded trees are ignored); elsewhere each
 //!   flat rule tree of a distribution package is judged by its oldest artifact. Older than
 //!   the threshold (`waf.rules_stale_days`, default 90) is a WARNING.
+//! - Rules changed while no `waf.reload_command` is configured are a WARNING
+//!   ([`NO_RELOAD_COMMAND`]) until the web server runs them.
 //! - Reads are bounded: configuration files at most [`MAX_FILE`] bytes, trees walked at
 //!   most [`MAX_DEPTH`] levels and [`MAX_ARTIFACTS`] files, symlinks not followed.
 
@@ -37,6 +39,32 @@ static RELOAD_FAILURE: parking_lot::Mutex<Option<String>> = parking_lot::Mutex::
 /// Called with each new reload failure (the daemon submits the finding at once).
 static FAILURE_HOOK: std::sync::OnceLock<Box<dyn Fn(Finding) + Send + Sync>> =
     std::sync::OnceLock::new();
+
+/// Installed rules changed while no `waf.reload_command` is configured (cleared once the
+/// web server runs them: a reload through the API, or a command configured and run).
+static UNLOADED_NO_COMMAND: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Message of the finding of changed rules without a reload command.
+pub const NO_RELOAD_COMMAND: &str =
+    "WAF rules changed and no web-server reload command is configured";
+
+/// Records whether changed rules wait for a reload that no command can do: `true` raises
+/// `waf_status` (at once through the hook, then in every check) until it is `false`.
+pub fn set_unloaded_without_command(on: bool) {
+    let was = UNLOADED_NO_COMMAND.swap(on, Ordering::SeqCst);
+    if on && !was {
+        if let Some(hook) = FAILURE_HOOK.get() {
+            hook(no_command_finding(jiff::Timestamp::now()));
+        }
+    }
+}
+
+fn no_command_finding(now: jiff::Timestamp) -> Finding {
+    let mut f = Finding::new(CHECK, Severity::Warning, NO_RELOAD_COMMAND, now);
+    f.details = "set waf.reload_command (or reload the web server); until then the changed rules load only at the next web-server restart".into();
+    f
+}
 
 /// Message of the finding of a failed reload.
 pub const RELOAD_FAILED: &str = "the web-server reload after a WAF rule change failed";
@@ -494,6 +522,9 @@ fn findings_with(root: &Path, now: jiff::Timestamp, failure: Option<String>) -> 
     }
     if let Some(r) = failure {
         out.push(reload_finding(&r, now));
+    }
+    if UNLOADED_NO_COMMAND.load(Ordering::SeqCst) {
+        out.push(no_command_finding(now));
     }
     let scopes = disabled_scopes(root);
     for sc in scopes.iter().take(MAX_SCOPES) {
