@@ -421,3 +421,37 @@ fn check_dispatch_and_execution_rows() {
         assert!(names.contains(&n), "doctor lacks {n}: {names:?}");
     }
 }
+
+/// Issue 41 item 5: a vendor rule tree the panel cannot map is judged by its oldest
+/// artifact, against `waf.rules_stale_days` (30 here, so the default 90 would not fire).
+#[test]
+fn unmapped_vendor_rule_tree_is_judged_by_its_oldest_artifact() {
+    let d = start("wafstale", "[waf]\nenabled = true\nrules_stale_days = 30\n");
+    let fixture = d.dir.join("fixture");
+    let tree = fixture.join("usr/local/apache/conf/modsec_vendor_configs/OWASP3");
+    std::fs::create_dir_all(tree.join("rules")).unwrap();
+    std::fs::write(tree.join("a.conf"), b"").unwrap();
+    std::fs::write(tree.join("rules/b.conf"), b"").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(tree.join("rules/b.conf"))
+        .unwrap()
+        .set_modified(SystemTime::now() - Duration::from_secs(60 * 86_400))
+        .unwrap();
+    let r = crate::firewall::post(
+        &d,
+        "/api/v1/scan-jobs",
+        ADMIN,
+        serde_json::json!({"kind": "deep"}),
+    );
+    r.expect(202);
+    let f = wait_finding(&d, |f| {
+        f["check"] == "waf_status"
+            && f["message"]
+                == "WAF rules in /usr/local/apache/conf/modsec_vendor_configs/OWASP3 are stale"
+    });
+    assert!(
+        f["details"].as_str().unwrap().contains("threshold 30 days"),
+        "{f}"
+    );
+}
