@@ -654,8 +654,7 @@ impl ScanJobs {
             }
             // The job's checks (and tasks) are pending from the moment it runs.
             let checks = kind.checks();
-            let runs_tasks =
-                guard.scope.is_some() || matches!(kind, JobKind::Deep | JobKind::Full);
+            let runs_tasks = guard.scope.is_some() || matches!(kind, JobKind::Deep | JobKind::Full);
             let tasks = if runs_tasks {
                 self.tasks.lock().len()
             } else {

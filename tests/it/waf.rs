@@ -653,7 +653,10 @@ fn changed_rules_without_a_reload_command_raise_waf_status() {
     });
     assert_eq!(f["severity"], "WARNING", "{f}");
     assert!(
-        f["details"].as_str().unwrap().contains("waf.reload_command"),
+        f["details"]
+            .as_str()
+            .unwrap()
+            .contains("waf.reload_command"),
         "{f}"
     );
 }
