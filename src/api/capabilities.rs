@@ -19,7 +19,9 @@ pub const CAPABILITIES: &[&str] = &[
     "detect.http_scanner_profile.v1",
     // `GET /api/v1/events` (events/).
     "events.sse.v1",
-    // `firewall.dos_exempt_ranges` skip the rate meters (firewall/, Linux builds).
+    // `firewall.dos_exempt_ranges` skip the rate meters (firewall/): the firewall exists on
+    // Linux builds only, so only they advertise it.
+    #[cfg(target_os = "linux")]
     "firewall.dos_exempt.v1",
     // Tentative firewall settings with a revert timer (firewall/rollback.rs).
     "firewall.rollback.v1",
@@ -57,6 +59,15 @@ pub const SPEC_IDENTIFIERS: &[&str] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 41 item 6: the firewall exists on Linux builds only.
+    #[test]
+    fn dos_exempt_only_where_the_firewall_exists() {
+        assert_eq!(
+            CAPABILITIES.contains(&"firewall.dos_exempt.v1"),
+            cfg!(target_os = "linux")
+        );
+    }
 
     #[test]
     fn only_spec_identifiers_sorted_and_unique() {

@@ -8,6 +8,12 @@
 //! between scans, such as the mailbox password audit) after the deep checks. A task that
 //! did not complete a check answers `None` for it: its findings stay as they are. Account
 //! scans run each task's [`ScanTask::run_account`] over the account's web roots.
+//!
+//! Two more rows measure the checks a job dispatches: `checks.dispatch` holds one unit per
+//! check function and runner wrapper (task) the running job still has to start (no fixed
+//! capacity: a job's list is as long as its kind), and `checks.executions` the one check or
+//! task running now (capacity 1, the single scan worker). A check that panics counts as one
+//! lost execution; a cancelled or shut-down job withdraws its pending checks without loss.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
@@ -23,9 +29,17 @@ use super::{critical_checks, deep_checks, CheckContext, NamedCheck};
 use crate::clock::SharedClock;
 use crate::findings::{Engine, Finding, Ingest};
 use crate::queue::{
-    BoundedQueue, LagBasis, PopError, QueueHealth, Registry, RowConfig, RowError, RowHandle,
+    BoundedQueue, LagBasis, PhaseBudgets, PopError, QueueHealth, Registry, RowConfig, RowError,
+    RowHandle, Ticket,
 };
 use crate::store::{Store, StoreError};
+
+/// Row of the check function or task running now.
+pub const EXECUTIONS_ROW: &str = "checks.executions";
+/// Row of the checks and tasks a running job has yet to start.
+pub const DISPATCH_ROW: &str = "checks.dispatch";
+/// Processing budget of one check function or task (a deep check walks every web root).
+const CHECK_BUDGET: Duration = Duration::from_secs(15 * 60);
 
 /// Why the scan jobs could not be set up or started.
 #[derive(Debug)]
@@ -260,6 +274,10 @@ pub struct ScanJobs {
     queue: BoundedQueue<Job>,
     _jobs_row: RowHandle,
     admission_row: RowHandle,
+    /// `checks.executions`: the check function or task running now.
+    executions: RowHandle,
+    /// `checks.dispatch`: checks and tasks of the running job not yet started.
+    dispatch: RowHandle,
     latest_scan: Mutex<Option<Timestamp>>,
     hardening: Mutex<Option<serde_json::Value>>,
     tasks: Mutex<Vec<Arc<dyn ScanTask>>>,
@@ -313,6 +331,20 @@ impl ScanJobs {
         let admission_row = registry
             .register("scans.admission", admission)
             .map_err(RowError::at("scans.admission"))?;
+        let mut exec = RowConfig::new("checks")
+            .capacity(1)
+            .running_slots(1)
+            .lag_basis(LagBasis::OperationProgress);
+        exec.phase_budgets = PhaseBudgets::uniform(CHECK_BUDGET);
+        let executions = registry
+            .register(EXECUTIONS_ROW, QueueHealth::new(clock.clone(), exec))
+            .map_err(RowError::at(EXECUTIONS_ROW))?;
+        let mut pending = RowConfig::new("checks").lag_basis(LagBasis::OperationProgress);
+        pending.capacity = None;
+        pending.lag_grace = CHECK_BUDGET;
+        let dispatch = registry
+            .register(DISPATCH_ROW, QueueHealth::new(clock.clone(), pending))
+            .map_err(RowError::at(DISPATCH_ROW))?;
         let now = clock.now();
         let leftovers = store
             .write(move |c| crate::store::scan_jobs::fail_leftovers(c, micros(now)))
@@ -342,6 +374,8 @@ impl ScanJobs {
             queue,
             _jobs_row: jobs_row,
             admission_row,
+            executions,
+            dispatch,
             latest_scan: Mutex::new(latest.and_then(|m| Timestamp::from_microsecond(m).ok())),
             hardening: Mutex::new(hardening.and_then(|s| serde_json::from_str(&s).ok())),
             tasks: Mutex::new(Vec::new()),
@@ -621,6 +655,15 @@ impl ScanJobs {
                 answer(guard.finish(), "cancelled", Vec::new(), self.clock.now());
                 continue;
             }
+            // The job's checks (and tasks) are pending from the moment it runs.
+            let checks = kind.checks();
+            let runs_tasks = guard.scope.is_some() || matches!(kind, JobKind::Deep | JobKind::Full);
+            let tasks = if runs_tasks {
+                self.tasks.lock().len()
+            } else {
+                0
+            };
+            let mut pending = self.dispatch_pending(checks.len() + tasks);
             #[cfg(debug_assertions)]
             self.test_pause();
             let mut all = Vec::new();
@@ -629,27 +672,37 @@ impl ScanJobs {
                 ctx.web_roots = s.web_roots.clone();
                 (s, ctx)
             });
-            for check in kind.checks() {
+            for check in checks {
                 if self.cancelled(id) {
                     break;
                 }
-                match &scoped {
-                    None => {
-                        let findings = super::run_all(std::slice::from_ref(&check), &self.ctx);
-                        self.submit(check.name, &findings);
-                        all.extend(findings);
-                    }
-                    Some((scope, ctx)) => {
-                        let findings = super::run_all(std::slice::from_ref(&check), ctx);
-                        self.submit_scoped(check.name, &findings, scope);
-                        all.extend(findings);
-                    }
+                if let Some(t) = pending.pop() {
+                    t.finish();
                 }
+                let run = self.executions.health().start_running();
+                let findings = match &scoped {
+                    None => super::run_all(std::slice::from_ref(&check), &self.ctx),
+                    Some((_, ctx)) => super::run_all(std::slice::from_ref(&check), ctx),
+                };
+                if findings
+                    .iter()
+                    .any(|f| f.check == check.name && f.message == super::PANIC_MESSAGE)
+                {
+                    run.lose();
+                } else {
+                    run.finish();
+                }
+                match &scoped {
+                    None => self.submit(check.name, &findings),
+                    Some((scope, _)) => self.submit_scoped(check.name, &findings, scope),
+                }
+                all.extend(findings);
             }
             if let Some((scope, ctx)) = &scoped {
                 self.run_tasks(
                     id,
                     &mut all,
+                    &mut pending,
                     |t| t.run_account(ctx, scope, &self.stop),
                     |c, f| self.submit_scoped(c, f, scope),
                 );
@@ -658,9 +711,14 @@ impl ScanJobs {
                 self.run_tasks(
                     id,
                     &mut all,
+                    &mut pending,
                     |t| t.run(&self.ctx, &self.stop),
                     |c, f| self.submit(c, f),
                 );
+            }
+            // Cancelled, stopped, or tasks removed meanwhile: demand withdrawn, no loss.
+            for t in pending.drain(..) {
+                t.withdraw();
             }
             if self.stop.load(Ordering::SeqCst) {
                 // Abandoned by shutdown: the record stays `running` and the next start marks
@@ -694,12 +752,19 @@ impl ScanJobs {
         }
     }
 
+    /// Admits `n` checks of the starting job on `checks.dispatch`.
+    fn dispatch_pending(&self, n: usize) -> Vec<Ticket> {
+        let h = self.dispatch.health();
+        (0..n).map(|_| h.admit()).collect()
+    }
+
     /// Runs every registered task with `run` and hands each check it answered to
     /// `submit`; a panicking task is counted and logged, the others still run.
     fn run_tasks(
         &self,
         id: i64,
         all: &mut Vec<Finding>,
+        pending: &mut Vec<Ticket>,
         run: impl Fn(&dyn ScanTask) -> Vec<(&'static str, Vec<Finding>)>,
         submit: impl Fn(&str, &[Finding]),
     ) {
@@ -708,14 +773,20 @@ impl ScanJobs {
             if self.cancelled(id) {
                 break;
             }
+            if let Some(t) = pending.pop() {
+                t.finish();
+            }
+            let running = self.executions.health().start_running();
             match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(task.as_ref()))) {
                 Ok(results) => {
+                    running.finish();
                     for (check, findings) in results {
                         submit(check, &findings);
                         all.extend(findings);
                     }
                 }
                 Err(_) => {
+                    running.lose();
                     super::context::count(&self.ctx.counters().check_panics, 1);
                     log::error!("scan task {} panicked", task.checks().join(", "));
                 }

@@ -75,7 +75,14 @@ impl fmt::Display for UsageError {
             UsageError::MissingCommand => f.write_str("missing command"),
             UsageError::UnknownVerb(v) => write!(f, "unknown command {:?}", escape_controls(v)),
             UsageError::Needs { verb, what } => write!(f, "{verb} needs {what}"),
-            UsageError::TakesOne { verb, what } => write!(f, "{verb} takes one {what}"),
+            UsageError::TakesOne { verb, what } => {
+                // `what` reads after "needs": "an IP address"; after "one" without article.
+                let bare = what
+                    .strip_prefix("an ")
+                    .or_else(|| what.strip_prefix("a "))
+                    .unwrap_or(what);
+                write!(f, "{verb} takes one {bare}")
+            }
             UsageError::TakesNone { verb } => write!(f, "{verb} takes no argument"),
             UsageError::Takes { verb, form } => write!(f, "{verb} takes {form}"),
             UsageError::Choice {
@@ -244,7 +251,7 @@ mod tests {
             (
                 &firewall::FAMILY,
                 &["allow", "a", "b"],
-                "allow takes one an IP address or range",
+                "allow takes one IP address or range",
             ),
             (
                 &firewall::FAMILY,
@@ -280,6 +287,11 @@ mod tests {
                 &threat::FAMILY,
                 &["whitelist", "192.0.2.1", "--hours", "200"],
                 "--hours must be a number from 1 to 168",
+            ),
+            (
+                &threat::FAMILY,
+                &["lookup", "192.0.2.1", "192.0.2.2"],
+                "lookup takes one IP address",
             ),
             (
                 &threat::FAMILY,

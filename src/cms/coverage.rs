@@ -70,6 +70,14 @@ impl Group {
         }
     }
 
+    /// Why installations of other platforms are `not_platform` in this group.
+    pub fn not_platform_reason(self) -> &'static str {
+        match self {
+            Group::Core => "no official per-file core checksum source exists for Joomla or Drupal; those installations are counted, not verified",
+            Group::Plugins => "the plugin and vulnerability inventory covers WordPress plugins and themes only; Joomla and Drupal installations are counted, not inventoried",
+        }
+    }
+
     fn unverified_check(self) -> &'static str {
         match self {
             Group::Core => CORE_UNVERIFIED,
@@ -154,6 +162,8 @@ pub struct GroupCounts {
     pub unverified: u64,
     pub unknown: u64,
     pub not_platform: u64,
+    /// `not_platform` per platform (`joomla`, `drupal`).
+    pub not_platform_by: BTreeMap<&'static str, u64>,
     pub last_attempt: Option<Timestamp>,
 }
 
@@ -352,7 +362,10 @@ impl Coverage {
                 State::Verified => c.verified += 1,
                 State::Modified => c.modified += 1,
                 State::Unverified => c.unverified += 1,
-                State::NotPlatform => c.not_platform += 1,
+                State::NotPlatform => {
+                    c.not_platform += 1;
+                    *c.not_platform_by.entry(r.platform.as_str()).or_default() += 1;
+                }
             }
             c.last_attempt = c.last_attempt.max(r.last_attempt);
         }
@@ -374,6 +387,10 @@ impl Coverage {
                     "unknown": c.unknown,
                     "not_platform": c.not_platform,
                 });
+                if c.not_platform > 0 {
+                    m["not_platform_reason"] = Value::String(g.not_platform_reason().into());
+                    m["not_platform_platforms"] = json!(c.not_platform_by);
+                }
                 if let Some(t) = c.last_attempt {
                     m["last_attempt"] = Value::String(crate::timefmt::rfc3339(t));
                 }

@@ -547,7 +547,7 @@ pub static KEYS: &[Key] = &[
     key("waf.escalation_window_minutes", Int(1, 1440), "10", Live,
         "The escalation window (1-1440)."),
     key("waf.rules_stale_days", Int(1, 3650), "90", Live,
-        "Staleness threshold of rule trees (1-3650; read, not acted on yet)."),
+        "Rule trees older than this many days raise a WARNING `waf_status` (1-3650): panel vendor trees the active configuration loads are judged by their newest file; distribution rule trees, and vendor trees when the panel cannot map them, by their oldest."),
     key("waf.event_retention_days", Int(1, 3650), "30", Live,
         "WAF events older than this are deleted (checked every 10 minutes)."),
     key("waf.max_events", Int(1000, 100_000_000), "1000000", Live,

@@ -12,7 +12,8 @@
 //!    store, key `waf.loaded_hash`, so a restart does not reload again), runs the reload
 //!    command once. A failure raises `waf_status` and is retried with back-off
 //!    ([`backoff`]: 1, 2, 4, ... up to 60 minutes); without a command, the change waits for
-//!    the next web-server restart and one warning is logged.
+//!    the next web-server restart: one warning is logged and `waf_status` raises a WARNING
+//!    finding until the web server runs the rules.
 //!
 //! Only the daemon runs this; `svc check` and other standalone runs never reload.
 
@@ -151,9 +152,11 @@ impl Activation {
             .ok()
             .flatten();
         if loaded.as_deref() == Some(&hash) {
+            super::detect::set_unloaded_without_command(false);
             return out;
         }
         if cfg.reload_command.is_empty() {
+            super::detect::set_unloaded_without_command(true);
             if !self.warned_no_command {
                 log::warn!("waf: the installed rules changed and waf.reload_command is not set; they load at the next web-server restart");
                 self.warned_no_command = true;
@@ -176,6 +179,7 @@ impl Activation {
         .is_ok_and(|o| o == super::rules::ApplyOutcome::Reloaded);
         out.reloaded = Some(ok);
         if ok {
+            super::detect::set_unloaded_without_command(false);
             self.failures = 0;
             self.retry_at = None;
             let h = hash.clone();

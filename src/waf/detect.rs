@@ -12,9 +12,13 @@
 //!   family (`apt-get`, `dnf`) or, on the hosting panel, the instruction to use its security
 //!   centre.
 //! - Staleness: on the panel, each vendor tree an active configuration file includes is
-//!   judged by its newest artifact (retired and unloaded trees are ignored); elsewhere each
-//!   flat rule tree of a distribution package is judged by its oldest artifact. Older than
-//!   the threshold (`waf.rules_stale_days`, default 90) is a WARNING.
+//!   judged by its newest artifact (retired and unloaded trees are ignored); when the panel
+//!   cannot provide that mapping (no readable active configuration), and on other
+//!   platforms, each flat rule tree of a distribution package and each vendor tree is
+//!   judged by its oldest artifact. Older than the threshold (`waf.rules_stale_days`,
+//!   default 90) is a WARNING.
+//! - Rules changed while no `waf.reload_command` is configured are a WARNING
+//!   ([`NO_RELOAD_COMMAND`]) until the web server runs them.
 //! - Reads are bounded: configuration files at most [`MAX_FILE`] bytes, trees walked at
 //!   most [`MAX_DEPTH`] levels and [`MAX_ARTIFACTS`] files, symlinks not followed.
 
@@ -37,6 +41,32 @@ static RELOAD_FAILURE: parking_lot::Mutex<Option<String>> = parking_lot::Mutex::
 /// Called with each new reload failure (the daemon submits the finding at once).
 static FAILURE_HOOK: std::sync::OnceLock<Box<dyn Fn(Finding) + Send + Sync>> =
     std::sync::OnceLock::new();
+
+/// Installed rules changed while no `waf.reload_command` is configured (cleared once the
+/// web server runs them: a reload through the API, or a command configured and run).
+static UNLOADED_NO_COMMAND: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Message of the finding of changed rules without a reload command.
+pub const NO_RELOAD_COMMAND: &str =
+    "WAF rules changed and no web-server reload command is configured";
+
+/// Records whether changed rules wait for a reload that no command can do: `true` raises
+/// `waf_status` (at once through the hook, then in every check) until it is `false`.
+pub fn set_unloaded_without_command(on: bool) {
+    let was = UNLOADED_NO_COMMAND.swap(on, Ordering::SeqCst);
+    if on && !was {
+        if let Some(hook) = FAILURE_HOOK.get() {
+            hook(no_command_finding(jiff::Timestamp::now()));
+        }
+    }
+}
+
+fn no_command_finding(now: jiff::Timestamp) -> Finding {
+    let mut f = Finding::new(CHECK, Severity::Warning, NO_RELOAD_COMMAND, now);
+    f.details = "set waf.reload_command (or reload the web server); until then the changed rules load only at the next web-server restart".into();
+    f
+}
 
 /// Message of the finding of a failed reload.
 pub const RELOAD_FAILED: &str = "the web-server reload after a WAF rule change failed";
@@ -280,34 +310,52 @@ pub fn stale_trees(root: &Path, now: SystemTime, days: u64) -> Vec<(String, u64)
     if let (true, Some(conf)) = (panel(root), panel_conf) {
         // The panel's active configuration names the loaded vendor trees; each is judged by
         // its newest artifact.
-        for base in VENDOR_DIRS {
-            let Ok(rd) = std::fs::read_dir(reroot(root, Path::new(base))) else {
+        for (name, vendor, path) in vendor_trees(root) {
+            if !conf.contains(&format!("modsec_vendor_configs/{vendor}/")) {
                 continue;
-            };
-            for e in rd.flatten().take(256) {
-                if !e.file_type().is_ok_and(|t| t.is_dir()) {
-                    continue;
-                }
-                let vendor = e.file_name().to_string_lossy().into_owned();
-                if !conf.contains(&format!("modsec_vendor_configs/{vendor}/")) {
-                    continue;
-                }
-                if let Some((_, newest)) = artifact_times(&e.path()) {
-                    let age = days_old(now, newest);
-                    if age > days {
-                        out.push((format!("{base}/{vendor}"), age));
-                    }
+            }
+            if let Some((_, newest)) = artifact_times(&path) {
+                let age = days_old(now, newest);
+                if age > days {
+                    out.push((name, age));
                 }
             }
         }
         return out;
     }
-    for tree in FLAT_TREES {
-        if let Some((oldest, _)) = artifact_times(&reroot(root, Path::new(tree))) {
+    // Without the panel's mapping (or off the panel), every tree, vendor trees included, is
+    // judged by its oldest artifact.
+    let flat = FLAT_TREES
+        .iter()
+        .map(|t| (t.to_string(), reroot(root, Path::new(t))));
+    let vendors = vendor_trees(root).into_iter().map(|(n, _, p)| (n, p));
+    for (name, path) in flat.chain(vendors) {
+        if let Some((oldest, _)) = artifact_times(&path) {
             let age = days_old(now, oldest);
             if age > days {
-                out.push((tree.to_string(), age));
+                out.push((name, age));
             }
+        }
+    }
+    out
+}
+
+/// The vendor trees under [`VENDOR_DIRS`]: shown name, vendor directory name, real path.
+fn vendor_trees(root: &Path) -> Vec<(String, String, PathBuf)> {
+    let mut out = Vec::new();
+    for base in VENDOR_DIRS {
+        let Ok(rd) = std::fs::read_dir(reroot(root, Path::new(base))) else {
+            continue;
+        };
+        let mut v: Vec<_> = rd
+            .flatten()
+            .take(256)
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .collect();
+        v.sort_by_key(|e| e.file_name());
+        for e in v {
+            let vendor = e.file_name().to_string_lossy().into_owned();
+            out.push((format!("{base}/{vendor}"), vendor, e.path()));
         }
     }
     out
@@ -495,6 +543,9 @@ fn findings_with(root: &Path, now: jiff::Timestamp, failure: Option<String>) -> 
     if let Some(r) = failure {
         out.push(reload_finding(&r, now));
     }
+    if UNLOADED_NO_COMMAND.load(Ordering::SeqCst) {
+        out.push(no_command_finding(now));
+    }
     let scopes = disabled_scopes(root);
     for sc in scopes.iter().take(MAX_SCOPES) {
         let mut f = Finding::new(
@@ -681,5 +732,30 @@ mod tests {
         assert_eq!(s.len(), 1, "{s:?}");
         assert!(s[0].0.ends_with("/OWASP3") && s[0].1 >= 99, "{s:?}");
         assert!(stale_trees(r, now, 150).is_empty());
+    }
+
+    /// Issue 41 item 5: without the panel's mapping (and off the panel) vendor trees are
+    /// judged by their oldest artifact, not skipped.
+    #[test]
+    fn vendor_trees_without_a_mapping_are_judged_by_the_oldest_artifact() {
+        let now = SystemTime::now();
+        for panel_host in [false, true] {
+            let d = TempDir::new("waf-stale-nomap");
+            let r = d.path();
+            if panel_host {
+                // The panel is there, its active configuration is not readable.
+                put(r, "/usr/local/cpanel/version", "");
+            }
+            let v = "/usr/local/apache/conf/modsec_vendor_configs";
+            put(r, &format!("{v}/OWASP3/a.conf"), "");
+            put(r, &format!("{v}/OWASP3/rules/b.conf"), "");
+            age(r, &format!("{v}/OWASP3/rules/b.conf"), 120);
+            put(r, &format!("{v}/fresh/x.conf"), "");
+            let s = stale_trees(r, now, 90);
+            assert_eq!(s.len(), 1, "{panel_host}: {s:?}");
+            assert_eq!(s[0].0, format!("{v}/OWASP3"));
+            assert!(s[0].1 >= 119, "{s:?}");
+            assert!(stale_trees(r, now, 200).is_empty());
+        }
     }
 }

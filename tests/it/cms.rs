@@ -347,3 +347,38 @@ fn one_cause_at_many_installations_collapses_into_one_finding() {
     assert_eq!(own.len(), 6, "{f:?}");
     assert!(own.iter().all(|f| f["account"] == "daemon"), "{own:?}");
 }
+
+/// Issue 41 item 6: Joomla and Drupal installations count `not_platform` in both groups,
+/// with the reason and the platforms, in `/api/v1/status` `cms_verification`.
+#[test]
+fn joomla_and_drupal_count_not_platform_with_the_reason() {
+    let sums = Arc::new(Sums::default());
+    let url = checksum_server(sums);
+    let dir = temp_dir("cms-notplatform");
+    let www = dir.join("www");
+    write(
+        &www.join("joomla/libraries/src/Version.php"),
+        b"<?php\nfinal class Version {\n const MAJOR_VERSION = 5;\n const MINOR_VERSION = 0;\n const PATCH_VERSION = 2;\n",
+    );
+    write(
+        &www.join("drupal/core/lib/Drupal.php"),
+        b"<?php\nclass Drupal {\n  const VERSION = '10.2.0';\n",
+    );
+    let (d, _) = daemon(dir, &url);
+    deep_scan(&d);
+    let v = coverage(&d);
+    for g in ["core", "plugins"] {
+        assert_eq!(counts(&v[g]), [0, 0, 0, 0, 2], "{g}: {v}");
+        assert!(
+            v[g]["not_platform_reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("Joomla") && r.contains("Drupal")),
+            "{g}: {v}"
+        );
+        assert_eq!(
+            v[g]["not_platform_platforms"],
+            json!({"drupal": 1, "joomla": 1}),
+            "{g}: {v}"
+        );
+    }
+}

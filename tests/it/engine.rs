@@ -353,3 +353,105 @@ fn status_answers_while_the_store_writer_and_the_dispatcher_are_stalled() {
     db.execute_batch("COMMIT").unwrap();
     wait_finding(&d, |f| f["check"] == "webshell");
 }
+
+/// Issue 41 item 3: `checks.dispatch` holds the running job's checks not yet started (no
+/// fixed capacity) and `checks.executions` the one running now (capacity 1), in
+/// `/api/v1/status`, `svc status --json` and `svc doctor`.
+#[test]
+fn check_dispatch_and_execution_rows() {
+    let dir = temp_dir("checkrows");
+    std::fs::create_dir_all(dir.join("www")).unwrap();
+    std::fs::create_dir_all(dir.join("fixture")).unwrap();
+    let state = dir.join("state");
+    let config = dir.join("svc.toml");
+    std::fs::write(
+        &config,
+        format!("{}{}", base_config(&state), engine_config(&dir, "")),
+    )
+    .unwrap();
+    let pause = dir.join("pause");
+    let pause_s = pause.display().to_string();
+    let d = Daemon::start_with(dir, config, state, &[("SVC_TEST_SCAN_PAUSE", &pause_s)]);
+    let s = d.get("/api/v1/status", READ).json();
+    let q = &s["queues"];
+    assert_eq!(q["checks.executions"]["capacity"], 1, "{s}");
+    assert_eq!(q["checks.executions"]["running"], 0, "{s}");
+    assert_eq!(q["checks.dispatch"]["capacity_unavailable"], true, "{s}");
+    assert!(q["checks.dispatch"].get("capacity").is_none(), "{s}");
+    assert_eq!(q["checks.dispatch"]["waiting"], 0, "{s}");
+    let r = crate::firewall::post(
+        &d,
+        "/api/v1/scan-jobs",
+        ADMIN,
+        serde_json::json!({"kind": "critical"}),
+    );
+    r.expect(202);
+    let id = r.json()["id"].as_i64().unwrap();
+    wait_until(30, "the job to run", || {
+        pause.with_extension("reached").exists().then_some(())
+    });
+    let s = d.get("/api/v1/status", READ).json();
+    // The critical set: uid0_account, sshd_root_password_login, suspicious_cron.
+    assert_eq!(s["queues"]["checks.dispatch"]["waiting"], 3, "{s}");
+    std::fs::write(pause.with_extension("go"), b"").unwrap();
+    wait_until(60, "the job to finish", || {
+        let j = d.get(&format!("/api/v1/scan-jobs/{id}"), READ).json();
+        (j["state"] == "done").then_some(())
+    });
+    let s = d.get("/api/v1/status", READ).json();
+    let q = &s["queues"];
+    assert_eq!(q["checks.dispatch"]["waiting"], 0, "{s}");
+    assert_eq!(q["checks.executions"]["running"], 0, "{s}");
+    assert_eq!(q["checks.executions"]["dropped_total"], 0, "{s}");
+    assert_eq!(q["checks.executions"]["status"], "ok", "{s}");
+    let out = d.cli(&["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for row in ["checks.executions", "checks.dispatch"] {
+        assert!(v["snapshot"]["queues"][row].is_object(), "{v}");
+    }
+    let doc = d.cli(&["doctor", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&doc.stdout).unwrap();
+    let names: Vec<&str> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    for n in ["queue:checks.executions", "queue:checks.dispatch"] {
+        assert!(names.contains(&n), "doctor lacks {n}: {names:?}");
+    }
+}
+
+/// Issue 41 item 5: a vendor rule tree the panel cannot map is judged by its oldest
+/// artifact, against `waf.rules_stale_days` (30 here, so the default 90 would not fire).
+#[test]
+fn unmapped_vendor_rule_tree_is_judged_by_its_oldest_artifact() {
+    let d = start("wafstale", "[waf]\nenabled = true\nrules_stale_days = 30\n");
+    let fixture = d.dir.join("fixture");
+    let tree = fixture.join("usr/local/apache/conf/modsec_vendor_configs/OWASP3");
+    std::fs::create_dir_all(tree.join("rules")).unwrap();
+    std::fs::write(tree.join("a.conf"), b"").unwrap();
+    std::fs::write(tree.join("rules/b.conf"), b"").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(tree.join("rules/b.conf"))
+        .unwrap()
+        .set_modified(SystemTime::now() - Duration::from_secs(60 * 86_400))
+        .unwrap();
+    let r = crate::firewall::post(
+        &d,
+        "/api/v1/scan-jobs",
+        ADMIN,
+        serde_json::json!({"kind": "deep"}),
+    );
+    r.expect(202);
+    let f = wait_finding(&d, |f| {
+        f["check"] == "waf_status"
+            && f["message"]
+                == "WAF rules in /usr/local/apache/conf/modsec_vendor_configs/OWASP3 are stale"
+    });
+    assert!(
+        f["details"].as_str().unwrap().contains("threshold 30 days"),
+        "{f}"
+    );
+}

@@ -377,3 +377,24 @@ fn sigterm_exits_even_when_the_state_directory_was_removed() {
     assert_eq!(d.stop(), 0);
     assert!(d.stderr().contains("shutting down"), "{}", d.stderr());
 }
+
+/// Issue 41 item 6: "takes one" usage errors read without a stray article.
+#[test]
+fn takes_one_usage_errors_read_right() {
+    for (args, want) in [
+        (
+            &["firewall", "allow", "192.0.2.1", "192.0.2.2"][..],
+            "allow takes one IP address or range",
+        ),
+        (
+            &["threat", "lookup", "192.0.2.1", "192.0.2.2"][..],
+            "lookup takes one IP address",
+        ),
+    ] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains("one an "), "{args:?}: {err}");
+    }
+}

@@ -617,3 +617,46 @@ fn nginx_libmodsecurity_rules_events_and_escalation() {
     let s = d.get("/api/v1/waf/stats", READ).expect(200).json();
     assert_eq!(s["denies_24h"].as_u64(), Some(denied), "{s}");
 }
+
+/// Issue 41 item 6: installed rules that changed while no `waf.reload_command` is set raise
+/// a WARNING `waf_status` finding, not only a log line.
+#[test]
+fn changed_rules_without_a_reload_command_raise_waf_status() {
+    let dir = temp_dir("waf-nocmd");
+    let rules = dir.join("svc-rules.conf");
+    std::fs::write(
+        &rules,
+        "SecRule REQUEST_URI \"@contains /x\" \"id:900001,phase:1,deny\"\n",
+    )
+    .unwrap();
+    let d = start_in_dir(
+        dir.clone(),
+        &format!(
+            "[logs]\nauth = []\n[files]\nwatch = []\n[checks]\ncritical_interval_min = 0\ndeep_interval_min = 0\n[waf]\nenabled = true\nrules_file = {:?}\n",
+            rules.display().to_string()
+        ),
+        &[],
+    );
+    let f = wait_until(30, "the waf_status finding", || {
+        let v = d.get("/api/v1/findings", READ).expect(200).json();
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| {
+                f["check"] == "waf_status"
+                    && f["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("no web-server reload command"))
+            })
+            .cloned()
+    });
+    assert_eq!(f["severity"], "WARNING", "{f}");
+    assert!(
+        f["details"]
+            .as_str()
+            .unwrap()
+            .contains("waf.reload_command"),
+        "{f}"
+    );
+}

@@ -97,4 +97,25 @@ function rollback() {
   });
 }
 
-mount(h('div', { class: 'grid' }, overview(), check()), rollback(), blocks());
+// The engine's routes answer 503 while the firewall is off: the status says so first
+// (`rollback.state` is `unavailable` with the reason), and then the page shows that state
+// and the stored blocks (read only) instead of asking them.
+function off(reason) {
+  return [
+    section('Engine', kv([['State', state('unavailable')], ['Reason', reason || 'the firewall engine is not running']])),
+    lazy('Blocked addresses and subnets (stored)', async () => {
+      const r = await api('blocked-ips?limit=1000');
+      return table([
+        { label: 'Address', get: (b) => b.ip }, { label: 'Reason', wide: true, get: (b) => b.reason || '' }, { label: 'Source', get: (b) => b.source || '' },
+        { label: 'Since', get: (b) => time(b.created_at) }, { label: 'Expires', get: (b) => (b.permanent ? 'never' : time(b.expires_at)) },
+      ], r.items || [], { empty: 'Nothing is blocked.' });
+    }),
+  ];
+}
+
+(async () => {
+  let rb = null;
+  try { rb = (await api('status')).rollback; } catch { rb = null; }
+  if (rb && rb.state === 'unavailable') mount(off(rb.reason));
+  else mount(h('div', { class: 'grid' }, overview(), check()), rollback(), blocks());
+})();

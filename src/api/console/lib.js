@@ -91,7 +91,7 @@ export function table(cols, rows, { empty = 'Nothing to show.', rowAttrs } = {})
   return h('table', {},
     h('thead', {}, h('tr', {}, cols.map((c) => h('th', { scope: 'col' }, c.label)))),
     h('tbody', {}, rows.map((r) => h('tr', rowAttrs ? rowAttrs(r) : {},
-      cols.map((c) => h('td', { 'data-label': c.label, class: c.wide ? 'wide' : null }, c.get(r)))))));
+      cols.map((c) => h('td', { 'data-label': c.label || null, class: c.wide ? 'wide' : null }, c.get(r)))))));
 }
 
 /**
