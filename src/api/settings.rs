@@ -91,7 +91,7 @@ pub fn set(app: &App, req: &Request, _c: &Caller) -> Response {
     // Held across read-edit-write and the reload, so concurrent saves keep every key.
     let _writing = dropins::write_lock();
     let starts = |cfg: &crate::config::Config| {
-        crate::daemon::startcheck::check(cfg)
+        crate::http::startcheck::check(cfg)
             .into_iter()
             .map(|u| (u.key.to_string(), u.message))
             .collect()
@@ -128,7 +128,7 @@ pub fn restart(app: &App, _req: &Request, _c: &Caller) -> Response {
     // into one that would not start.
     if let Some(main) = main_file(app) {
         let reasons: Vec<String> = match crate::config::load(&main) {
-            Ok(cfg) => crate::daemon::startcheck::check(&cfg)
+            Ok(cfg) => crate::http::startcheck::check(&cfg)
                 .into_iter()
                 .map(|u| format!("{}: {}", u.key, u.message))
                 .collect(),

@@ -6,7 +6,7 @@ pub fn run(flags: &Args) -> i32 {
     let path = super::config_path(flags);
     match crate::config::load(&path) {
         Ok(cfg) => {
-            let unstartable = crate::daemon::startcheck::check(&cfg);
+            let unstartable = crate::http::startcheck::check(&cfg);
             if !unstartable.is_empty() {
                 for u in unstartable {
                     println!("{}: {}", u.key, u.message);

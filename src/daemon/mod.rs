@@ -28,7 +28,6 @@ pub mod doctor;
 mod error;
 pub mod fallback;
 pub mod reload;
-pub mod startcheck;
 mod watchdog;
 
 use std::io::Write;

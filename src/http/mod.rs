@@ -29,6 +29,7 @@ pub mod logfilter;
 pub mod phase;
 pub mod request;
 pub mod response;
+pub mod startcheck;
 mod stream;
 pub mod tls;
 mod worker;
