@@ -125,7 +125,10 @@ pub fn http_server(out: &mut String, s: &crate::http::HttpSnapshot) {
         ("bytes", s.lingering.cut_bytes),
         ("deadline", s.lingering.cut_deadline),
     ] {
-        let _ = writeln!(out, "svc_http_lingering_cut_total{{reason=\"{reason}\"}} {n}");
+        let _ = writeln!(
+            out,
+            "svc_http_lingering_cut_total{{reason=\"{reason}\"}} {n}"
+        );
     }
     gauge(
         out,

@@ -492,8 +492,8 @@ impl Front {
     fn apply(&mut self, mut conn: Box<Conn>, next: Next, now: i64) {
         match next {
             Next::Keep => {
-                let out = conn.tls.wants_write()
-                    || (conn.phase == Phase::Write && conn.linger.is_none());
+                let out =
+                    conn.tls.wants_write() || (conn.phase == Phase::Write && conn.linger.is_none());
                 self.set_interest(&mut conn, out);
                 self.put_back(conn);
             }
@@ -891,10 +891,12 @@ impl Front {
             .iter()
             .enumerate()
             .filter_map(|(i, s)| match &s.state {
-                SlotState::Here(c) if c.phase != Phase::Write || c.linger.is_some() => Some(Token {
-                    index: i as u32,
-                    gen: s.gen,
-                }),
+                SlotState::Here(c) if c.phase != Phase::Write || c.linger.is_some() => {
+                    Some(Token {
+                        index: i as u32,
+                        gen: s.gen,
+                    })
+                }
                 _ => None,
             })
             .collect();

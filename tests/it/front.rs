@@ -554,7 +554,10 @@ fn a_client_trickling_after_its_refusal_stalls_no_one() {
     c.write_request(
         "POST",
         "/login",
-        &[("Content-Length", "2097152"), ("Content-Type", "application/x-www-form-urlencoded")],
+        &[
+            ("Content-Length", "2097152"),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
         b"",
     );
     let r = c.read_response();
@@ -566,7 +569,11 @@ fn a_client_trickling_after_its_refusal_stalls_no_one() {
         std::thread::spawn(move || {
             let mut sent = 0usize;
             while !stop.load(Ordering::SeqCst) {
-                if c.stream.write_all(&[b'z'; 512]).and_then(|_| c.stream.flush()).is_err() {
+                if c.stream
+                    .write_all(&[b'z'; 512])
+                    .and_then(|_| c.stream.flush())
+                    .is_err()
+                {
                     break;
                 }
                 sent += 512;
