@@ -112,6 +112,26 @@ pub fn http_server(out: &mut String, s: &crate::http::HttpSnapshot) {
     );
     gauge(
         out,
+        "svc_http_lingering_closes_total",
+        "counter",
+        "Refused requests closed after a bounded read-and-discard of the rest of their input.",
+        s.lingering.closes_total,
+    );
+    let _ = writeln!(
+        out,
+        "# HELP svc_http_lingering_cut_total Lingering closes cut short, by limit.\n# TYPE svc_http_lingering_cut_total counter"
+    );
+    for (reason, n) in [
+        ("bytes", s.lingering.cut_bytes),
+        ("deadline", s.lingering.cut_deadline),
+    ] {
+        let _ = writeln!(
+            out,
+            "svc_http_lingering_cut_total{{reason=\"{reason}\"}} {n}"
+        );
+    }
+    gauge(
+        out,
         "svc_http_panics_total",
         "counter",
         "Request handlers that panicked (each answered 500).",

@@ -107,6 +107,13 @@ pub(crate) struct Conn {
     pub peer_closed: bool,
     /// Registered for writability (only while output waits for the socket).
     pub want_out: bool,
+    /// Once the pending response is out, close with a lingering read instead of at once
+    /// (a refusal answered while the client may still be sending its body).
+    pub linger_after: bool,
+    /// Lingering: the bytes read and discarded so far (see `front::LINGER_MAX_BYTES`).
+    pub linger: Option<usize>,
+    /// The write side is shut down (close_notify sent and flushed).
+    pub write_shut: bool,
 }
 
 impl Conn {
@@ -126,6 +133,9 @@ impl Conn {
             close_after: false,
             peer_closed: false,
             want_out: false,
+            linger_after: false,
+            linger: None,
+            write_shut: false,
         }
     }
 
@@ -230,6 +240,22 @@ impl Conn {
                 return Io::Failed;
             }
             self.out.taken += n;
+        }
+    }
+
+    /// Lingering: reads raw socket bytes and throws them away (nothing the peer sends now is
+    /// looked at, not even by TLS). `Progress` when `n` bytes were discarded.
+    pub fn discard_once(&mut self) -> (Read1, usize) {
+        let mut chunk = [0u8; 16 * 1024];
+        match self.tcp.read(&mut chunk) {
+            Ok(0) => {
+                self.peer_closed = true;
+                (Read1::Closed, 0)
+            }
+            Ok(n) => (Read1::Progress, n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => (Read1::WouldBlock, 0),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => (Read1::Progress, 0),
+            Err(_) => (Read1::Failed, 0),
         }
     }
 

@@ -51,6 +51,11 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 const EVENTS: usize = 1024;
 /// The longest an idle front sleeps in its poll: it beats its heartbeat once per turn.
 const BEAT_EVERY: Duration = Duration::from_secs(1);
+/// A refused connection reads and discards at most this much of what the client still
+/// sends before it is closed (nginx's `lingering_close`), ...
+pub const LINGER_MAX_BYTES: usize = 4 * 1024 * 1024;
+/// ... and lingers at most this long after its answer went out.
+pub const LINGER_NANOS: i64 = 5_000_000_000;
 /// Capacity of a request buffer an idle connection may keep.
 const IDLE_BUFFER_KEEP: usize = 16 * 1024;
 
@@ -477,7 +482,7 @@ impl Front {
                 .handshake_failures
                 .fetch_add(1, Ordering::Relaxed);
         }
-        if polite && conn.phase != Phase::Handshake {
+        if polite && conn.phase != Phase::Handshake && !conn.write_shut {
             conn.close_gracefully();
         }
         self.release(conn.token, conn.key, conn.phase);
@@ -487,7 +492,8 @@ impl Front {
     fn apply(&mut self, mut conn: Box<Conn>, next: Next, now: i64) {
         match next {
             Next::Keep => {
-                let out = conn.tls.wants_write() || conn.phase == Phase::Write;
+                let out =
+                    conn.tls.wants_write() || (conn.phase == Phase::Write && conn.linger.is_none());
                 self.set_interest(&mut conn, out);
                 self.put_back(conn);
             }
@@ -529,6 +535,7 @@ impl Front {
                     &mut conn,
                     503,
                     "the server is busy or stopping; try again later",
+                    false,
                     now,
                 );
                 self.apply(conn, next, now);
@@ -558,10 +565,14 @@ impl Front {
 
     /// Moves a connection forward as far as it goes without blocking.
     fn drive(&mut self, conn: &mut Conn, now: i64) -> Next {
+        if conn.linger.is_some() {
+            return self.linger(conn);
+        }
         if conn.phase == Phase::Write {
             match conn.pump_out() {
                 Io::Blocked => return Next::Keep,
                 Io::Failed => return Next::Drop,
+                Io::Done if conn.linger_after => return self.begin_linger(conn, now),
                 Io::Done if conn.close_after || self.stopping.is_some() => return Next::Close,
                 Io::Done => self.enter(conn, Phase::Idle, now),
             }
@@ -577,7 +588,7 @@ impl Front {
                     Step::Request(req) => return Next::Dispatch(req),
                     Step::Refuse(e) => {
                         let msg = self.refusal_message(&e);
-                        return self.refuse(conn, e.status(), &msg, now);
+                        return self.refuse(conn, e.status(), &msg, true, now);
                     }
                     Step::Fail => return Next::Drop,
                 }
@@ -695,18 +706,74 @@ impl Front {
         }
     }
 
-    /// Answers a refusal and closes once it is out (the rest of the input is not read).
-    fn refuse(&mut self, conn: &mut Conn, status: u16, msg: &str, now: i64) -> Next {
+    /// Answers a refusal and closes once it is out. With `linger` (a refusal made while the
+    /// client may still be sending: a head refused before its body) the close is lingering
+    /// ([`Front::begin_linger`]), so a client that sends its body without waiting reads the
+    /// answer instead of a reset; the rest of the input is never parsed.
+    fn refuse(&mut self, conn: &mut Conn, status: u16, msg: &str, linger: bool, now: i64) -> Next {
         self.shared.handler.on_refused(status);
         self.shared.stats.count_rejected(status);
         conn.head = None;
         conn.queue_response(Response::error(status, msg), false, false);
+        conn.linger_after = linger;
         self.enter(conn, Phase::Write, now);
         match conn.pump_out() {
+            Io::Done if linger => self.begin_linger(conn, now),
             Io::Done => Next::Close,
             Io::Blocked => Next::Keep,
             Io::Failed => Next::Drop,
         }
+    }
+
+    /// The refusal is out: send close_notify, shut the write side down once it is flushed,
+    /// then read and discard until the client ends its stream, [`LINGER_MAX_BYTES`] or
+    /// [`LINGER_NANOS`] (on the server's clock), whichever comes first. Closing a socket
+    /// with unread input makes the kernel send a reset, which can destroy the answer in the
+    /// client's receive buffer before it was read. Counted; cuts counted by reason.
+    fn begin_linger(&mut self, conn: &mut Conn, now: i64) -> Next {
+        conn.linger_after = false;
+        if self.stopping.is_some() {
+            return Next::Close;
+        }
+        self.shared.stats.lingering.fetch_add(1, Ordering::Relaxed);
+        conn.linger = Some(0);
+        conn.deadline = Some(now.saturating_add(LINGER_NANOS));
+        self.note_deadline(conn.deadline);
+        conn.tls.send_close_notify();
+        self.linger(conn)
+    }
+
+    /// One turn of a lingering close; never waits.
+    fn linger(&mut self, conn: &mut Conn) -> Next {
+        if !conn.write_shut {
+            match conn.flush_tls() {
+                Io::Blocked => return Next::Keep,
+                Io::Failed => return Next::Drop,
+                Io::Done => {}
+            }
+            // The FIN after close_notify; an error means the peer is gone already.
+            let _ = conn.tcp.shutdown(std::net::Shutdown::Write);
+            conn.write_shut = true;
+        }
+        for _ in 0..READ_BUDGET {
+            match conn.discard_once() {
+                (Read1::Progress, n) => {
+                    let total = conn.linger.unwrap_or(0).saturating_add(n);
+                    conn.linger = Some(total);
+                    if total >= LINGER_MAX_BYTES {
+                        self.shared
+                            .stats
+                            .linger_cut_bytes
+                            .fetch_add(1, Ordering::Relaxed);
+                        return Next::Drop;
+                    }
+                }
+                (Read1::WouldBlock, _) => return Next::Keep,
+                _ => return Next::Drop,
+            }
+        }
+        self.again.push(conn.token);
+        Next::Keep
     }
 
     // ---- workers, deadlines, stop ---------------------------------------------------
@@ -787,6 +854,13 @@ impl Front {
     }
 
     fn expire(&mut self, conn: &mut Conn, now: i64) -> Next {
+        if conn.linger.is_some() {
+            self.shared
+                .stats
+                .linger_cut_deadline
+                .fetch_add(1, Ordering::Relaxed);
+            return Next::Drop;
+        }
         let phase = conn.phase;
         self.shared.stats.timeouts[phase.index()].fetch_add(1, Ordering::Relaxed);
         match phase {
@@ -799,7 +873,7 @@ impl Front {
                     "request body not received in time"
                 };
                 // One attempt to say why, then close whatever the socket took.
-                let _ = self.refuse(conn, 408, what, now);
+                let _ = self.refuse(conn, 408, what, false, now);
                 Next::Close
             }
             Phase::Worker => Next::Keep,
@@ -817,10 +891,12 @@ impl Front {
             .iter()
             .enumerate()
             .filter_map(|(i, s)| match &s.state {
-                SlotState::Here(c) if c.phase != Phase::Write => Some(Token {
-                    index: i as u32,
-                    gen: s.gen,
-                }),
+                SlotState::Here(c) if c.phase != Phase::Write || c.linger.is_some() => {
+                    Some(Token {
+                        index: i as u32,
+                        gen: s.gen,
+                    })
+                }
                 _ => None,
             })
             .collect();

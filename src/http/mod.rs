@@ -82,6 +82,11 @@ pub struct ServerStats {
     pub rejected: [AtomicU64; 8],
     /// Handler panics caught (each answered 500).
     pub panics: AtomicU64,
+    /// Refusals closed after a lingering read (4 MiB, 5 s), and those the
+    /// byte limit or the deadline cut short.
+    pub lingering: AtomicU64,
+    pub linger_cut_bytes: AtomicU64,
+    pub linger_cut_deadline: AtomicU64,
     pub max_connections: AtomicUsize,
     pub max_connections_per_address: AtomicUsize,
 }
@@ -126,6 +131,11 @@ impl ServerStats {
                 .collect(),
             handshake_failures_total: load64(&self.handshake_failures),
             panics_total: load64(&self.panics),
+            lingering: Lingering {
+                closes_total: load64(&self.lingering),
+                cut_bytes: load64(&self.linger_cut_bytes),
+                cut_deadline: load64(&self.linger_cut_deadline),
+            },
         }
     }
 }
@@ -147,6 +157,15 @@ pub struct Timeouts {
     pub write: u64,
 }
 
+/// Lingering closes after a refusal: all of them, and those cut by the byte limit or the
+/// deadline (the rest ended with the client's end of stream).
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct Lingering {
+    pub closes_total: u64,
+    pub cut_bytes: u64,
+    pub cut_deadline: u64,
+}
+
 /// The server's part of the status snapshot (`http`).
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct HttpSnapshot {
@@ -164,6 +183,7 @@ pub struct HttpSnapshot {
     pub rejected_requests: std::collections::BTreeMap<String, u64>,
     pub handshake_failures_total: u64,
     pub panics_total: u64,
+    pub lingering: Lingering,
 }
 
 /// What the front and the workers share.

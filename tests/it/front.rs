@@ -444,3 +444,152 @@ fn status_health_and_cli_show_connections_by_phase_and_refusals() {
     );
     drop(held);
 }
+
+/// Everything the server sends until it ends the stream (an error ends it too: on a reset
+/// the bytes read before it are what the client got).
+fn read_to_close(c: &mut Client) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 16384];
+    loop {
+        match c.stream.read(&mut chunk) {
+            Ok(0) => return got,
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return got,
+        }
+    }
+}
+
+/// Status and JSON body of the one response in `got`, if it is complete.
+fn answer_of(got: &[u8]) -> Option<(u16, Value)> {
+    let mut hs = [httparse::EMPTY_HEADER; 64];
+    let mut r = httparse::Response::new(&mut hs);
+    let httparse::Status::Complete(n) = r.parse(got).ok()? else {
+        return None;
+    };
+    Some((r.code?, serde_json::from_slice(&got[n..]).ok()?))
+}
+
+fn metric(d: &Daemon, line_start: &str) -> u64 {
+    let m = d.get("/metrics", METRICS).expect(200).text();
+    m.lines()
+        .find_map(|l| l.strip_prefix(line_start)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {line_start} in {m}"))
+}
+
+/// Issue 35 item 4: a client that sends its whole body without `Expect: 100-continue`
+/// reads the refusal instead of a reset (the server closes after a lingering read).
+#[test]
+fn refused_bodies_sent_without_waiting_still_read_their_answer() {
+    let d = Daemon::start("linger", "[logs]\nauth = []\n[files]\nwatch = []\n");
+    let body = vec![b'x'; 2 * 1024 * 1024];
+    let cases: [(u16, String); 3] = [
+        (
+            413,
+            format!("POST /login HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n", body.len()),
+        ),
+        (
+            411,
+            "POST /login HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n200000\r\n"
+                .to_string(),
+        ),
+        (
+            400,
+            format!("POST /login HTTP/1.1\r\nHost: a\r\nHost: b\r\nContent-Length: {}\r\n\r\n", body.len()),
+        ),
+    ];
+    for (status, head) in &cases {
+        // A small send buffer: the body cannot hide in the kernel, the client is still
+        // writing when the answer comes (as over a real network).
+        let tcp = TcpStream::connect(d.addr).unwrap();
+        setsockopt(&tcp, sockopt::SndBuf, &4096).unwrap();
+        let mut c = Client::from_tcp(tcp, d.cert());
+        let mut bytes = head.clone().into_bytes();
+        bytes.extend_from_slice(&body);
+        // In one go, not waiting for an answer, as http.client and Go do: a reset fails
+        // the write, and such a client never reads the answer.
+        let wrote = c.stream.write_all(&bytes).and_then(|_| c.stream.flush());
+        let got = read_to_close(&mut c);
+        assert!(
+            wrote.is_ok(),
+            "{status}: the body write failed ({wrote:?}); read {:?}",
+            String::from_utf8_lossy(&got)
+        );
+        let (code, json) = answer_of(&got).unwrap_or_else(|| {
+            panic!(
+                "expected {status}, read {} bytes: {:?}",
+                got.len(),
+                String::from_utf8_lossy(&got)
+            )
+        });
+        assert_eq!(code, *status, "{json}");
+        assert!(json["error"].is_string(), "{json}");
+    }
+    wait_until(30, "three lingering closes counted", || {
+        (metric(&d, "svc_http_lingering_closes_total ") >= 3).then_some(())
+    });
+    // A client that sends more than the linger limit is cut at the limit, and counted.
+    let mut c = d.client();
+    let big = vec![b'y'; 12 * 1024 * 1024];
+    let mut bytes = cases[0].1.clone().into_bytes();
+    bytes.extend_from_slice(&big);
+    let _ = c.stream.write_all(&bytes);
+    drop(c);
+    wait_until(30, "a lingering close cut by its byte limit", || {
+        (metric(&d, "svc_http_lingering_cut_total{reason=\"bytes\"} ") >= 1).then_some(())
+    });
+    assert_eq!(
+        metric(&d, "svc_http_lingering_cut_total{reason=\"deadline\"} "),
+        0
+    );
+    d.get("/api/v1/health", READ).expect(200);
+}
+
+/// Issue 35 item 4: lingering happens on the front thread without stalling it: while a
+/// refused client keeps trickling its body, others are served.
+#[test]
+fn a_client_trickling_after_its_refusal_stalls_no_one() {
+    let d = Daemon::start("lingertrickle", "[logs]\nauth = []\n[files]\nwatch = []\n");
+    let mut c = d.client();
+    c.write_request(
+        "POST",
+        "/login",
+        &[
+            ("Content-Length", "2097152"),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
+        b"",
+    );
+    let r = c.read_response();
+    assert_eq!(r.status, 413);
+    assert!(r.json()["error"].is_string());
+    let stop = Arc::new(AtomicBool::new(false));
+    let trickler = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut sent = 0usize;
+            while !stop.load(Ordering::SeqCst) {
+                if c.stream
+                    .write_all(&[b'z'; 512])
+                    .and_then(|_| c.stream.flush())
+                    .is_err()
+                {
+                    break;
+                }
+                sent += 512;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            sent
+        })
+    };
+    for _ in 0..20 {
+        d.get("/api/v1/health", READ).expect(200);
+        let mut k = d.client();
+        k.write_request("POST", "/login", &[("Content-Length", "2097152")], b"");
+        assert_eq!(k.read_response().status, 413);
+    }
+    stop.store(true, Ordering::SeqCst);
+    let sent = trickler.join().unwrap();
+    assert!(sent > 0);
+    assert!(metric(&d, "svc_http_lingering_closes_total ") >= 21);
+}
