@@ -140,6 +140,17 @@ impl Tokens {
         found
     }
 
+    /// Whether `id` is a configured token now (either scope grants read): a stream opened
+    /// with it ends once a reload removes it.
+    pub fn is_configured(&self, id: &TokenId) -> bool {
+        let set = self.current();
+        let mut found = false;
+        for k in &set.known {
+            found |= bool::from(k.digest.ct_eq(id));
+        }
+        found
+    }
+
     pub fn is_metrics(&self, presented: &str) -> bool {
         match &self.current().metrics {
             Some(m) => bool::from(m.ct_eq(&token_id(presented))),

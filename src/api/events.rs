@@ -4,8 +4,9 @@
 //! A stream opened with a browser session is tied to it: every [`SESSION_CHECK`] the stream
 //! counts as activity on the session (its idle deadline does not pass while it is open), and
 //! the stream ends within a second once the session is revoked (one or all), logged out or
-//! reaches its absolute deadline. Streams opened with a Bearer token are not tied to
-//! anything but the server.
+//! reaches its absolute deadline. A stream opened with a Bearer token is tied to that token
+//! the same way: it ends within [`SESSION_CHECK`] of a reload that removes the token
+//! (issue 35 item 9; the token is kept only as its digest).
 
 use std::time::{Duration, Instant};
 
@@ -17,33 +18,55 @@ use super::App;
 /// How often a session-bound stream checks (and refreshes) its session.
 pub const SESSION_CHECK: Duration = Duration::from_millis(250);
 
+/// What keeps a stream open besides the server: the browser session or the API token it
+/// was opened with.
+enum Tie {
+    None,
+    Session(String),
+    Token(super::auth::TokenId),
+}
+
 /// Subscribes the caller and answers a stream; 503 over `webui.limits.max_sse_subscribers`
 /// or during shutdown.
 pub fn stream(app: &App, req: &Request, c: &Caller) -> Response {
-    let session = match (c.via, &c.session) {
-        (Via::Browser, Some((id, _))) => Some(id.clone()),
-        _ => None,
+    let tie = match (c.via, &c.session) {
+        (Via::Browser, Some((id, _))) => Tie::Session(id.clone()),
+        _ => match super::router::bearer(req) {
+            Some(token) => Tie::Token(super::auth::token_id(token)),
+            None => Tie::None,
+        },
     };
     match app.services.events.subscribe() {
         Ok(sub) => {
             let peer = req.remote.to_string();
             let sessions = app.sessions.clone();
-            let body = move |w: &mut dyn std::io::Write| match session {
-                None => sub.run(w, &peer),
-                Some(id) => {
-                    let mut next = Instant::now();
-                    sub.run_while(w, &peer, || {
+            let tokens = app.tokens.clone();
+            let body = move |w: &mut dyn std::io::Write| {
+                let mut next = Instant::now();
+                let alive = |what: &str, ok: bool| {
+                    if !ok {
+                        log::debug!("event stream to {peer} ends: its {what} ended");
+                    }
+                    ok
+                };
+                match &tie {
+                    Tie::None => sub.run(w, &peer),
+                    Tie::Session(id) => sub.run_while(w, &peer, || {
                         let now = Instant::now();
                         if now < next {
                             return true;
                         }
                         next = now + SESSION_CHECK;
-                        let alive = sessions.keep_alive(&id);
-                        if !alive {
-                            log::debug!("event stream to {peer} ends: its session ended");
+                        alive("session", sessions.keep_alive(id))
+                    }),
+                    Tie::Token(id) => sub.run_while(w, &peer, || {
+                        let now = Instant::now();
+                        if now < next {
+                            return true;
                         }
-                        alive
-                    })
+                        next = now + SESSION_CHECK;
+                        alive("token", tokens.is_configured(id))
+                    }),
                 }
             };
             Response {

@@ -126,7 +126,7 @@ pub struct App {
     pub cfg: Arc<Config>,
     pub clock: SharedClock,
     pub store: Store,
-    pub tokens: auth::Tokens,
+    pub tokens: Arc<auth::Tokens>,
     pub limiter: auth::FailureLimiter,
     pub sessions: sessions::Sessions,
     /// Shared with the daemon's control-command table, which records the CLI's writes.
@@ -154,7 +154,7 @@ impl App {
         let blocked: u64 = store
             .read(crate::store::firewall::blocked_count)
             .unwrap_or(0);
-        let tokens = auth::Tokens::new(&cfg.effective_tokens(), &w.metrics_token);
+        let tokens = Arc::new(auth::Tokens::new(&cfg.effective_tokens(), &w.metrics_token));
         let limiter = auth::FailureLimiter::new(w.limits.auth_failures_per_minute, clock.clone());
         let sessions = sessions::Sessions::new(
             store.clone(),

@@ -539,7 +539,7 @@ enum Auth {
     None(FailReason),
 }
 
-fn bearer(req: &Request) -> Option<&str> {
+pub(super) fn bearer(req: &Request) -> Option<&str> {
     let h = req.header("authorization")?;
     let (scheme, rest) = h.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())

@@ -464,3 +464,44 @@ fn webhook_urls_other_than_https_or_loopback_http_are_refused() {
     );
     assert!(text.contains("alerts.webhook.url: plain http://"), "{text}");
 }
+
+/// Issue 35 item 9 (decision 60 knew it): a stream opened with a token that a reload
+/// removes ends promptly; a stream of a token that stays keeps delivering.
+#[test]
+fn a_stream_ends_when_a_reload_removes_its_token() {
+    let d = start("events-token-removed", "");
+    let (mut kept, head) = subscribe_with(d.client(), ADMIN);
+    assert_eq!(head.status, 200);
+    let (mut removed, head) = subscribe_with(d.client(), READ);
+    assert_eq!(head.status, 200);
+    let admin_status = || d.get("/api/v1/status", ADMIN).expect(200).json();
+    wait_until(30, "two subscribers", || {
+        (admin_status()["events"]["subscribers"] == 2).then_some(())
+    });
+    let text = std::fs::read_to_string(&d.config).unwrap();
+    let read_entry =
+        format!("[[webui.tokens]]\nname = \"dash-read\"\ntoken = {READ:?}\nscope = \"read\"\n");
+    assert!(text.contains(&read_entry), "{text}");
+    std::fs::write(&d.config, text.replace(&read_entry, "")).unwrap();
+    let out = d.cli(&["reload"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    d.get("/api/v1/status", READ).expect(401);
+    wait_until(30, "the removed token's stream to end", || {
+        (admin_status()["events"]["subscribers"] == 1).then_some(())
+    });
+    // Its connection is closed: reading ends without an event.
+    let rest = removed.read_until(|_| false);
+    assert!(!rest.contains("webshell"), "{rest}");
+    let www = d.dir.join("www");
+    let paths = write_webshells(&www, "kept", 1);
+    let path = paths.iter().next().unwrap().clone();
+    let got = kept.read_until(|t| t.contains(&path));
+    assert!(
+        got.contains(&path),
+        "the kept token's stream delivers: {got}"
+    );
+}
