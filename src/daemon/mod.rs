@@ -125,7 +125,7 @@ pub fn run(opts: Options) -> Result<(), StartError> {
     let front = Front::start(&opts, &cfg, clock, &store, tls, &subsystems, geoip, live)?;
     let mut systemd = watchdog::Systemd::from_env();
     systemd.ready()?;
-    announce(&cfg, front.addr, dev_tokens.as_ref());
+    // Kept before the listening line: whoever saw the daemon start finds it.
     if !opts.dev {
         let main = opts.config.clone();
         fallback::save(
@@ -133,6 +133,7 @@ pub fn run(opts: Options) -> Result<(), StartError> {
             &cfg.state_path,
         );
     }
+    announce(&cfg, front.addr, dev_tokens.as_ref());
     release_startup_code();
     let waited = wait_for_stop(&signals, &front.reloader, &systemd);
     systemd.stopping();
