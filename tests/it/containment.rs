@@ -313,17 +313,18 @@ fn automatic_response_cleans_htaccess_and_leaves_linked_files() {
     let shell = www.join("site/up\nload.php");
     std::fs::write(&staging, "<?php @eval($_POST['cmd']); ?>\n").unwrap();
     std::fs::rename(&staging, &shell).unwrap();
-    wait_until(60, "the webshell quarantined", || {
-        (!shell.exists()).then_some(())
+    // The file leaves before its entry is stored (a crash in between keeps it safe in the
+    // quarantine, logged), so the listing is polled rather than read once.
+    let entry = wait_until(60, "the webshell's quarantine entry", || {
+        let q = d.get("/api/v1/quarantine", ADMIN).expect(200).json();
+        q["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["original_path"] == shell.display().to_string().as_str())
+            .cloned()
     });
-    let q = d.get("/api/v1/quarantine", ADMIN).expect(200).json();
-    let entry = q["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["original_path"] == shell.display().to_string().as_str())
-        .cloned()
-        .unwrap_or_else(|| panic!("no entry for the webshell: {q}"));
+    assert!(!shell.exists(), "the webshell left its place");
     assert!(
         entry["path_shown"]
             .as_str()
